@@ -82,9 +82,11 @@ uint32_t uw_mpa_mulpdu(uint32_t emss, bool markers);
 /* Scratch that one built FPDU's iovecs point into. Fields are private to the
  * library except the three documented results. It must stay at the same
  * address, unmodified, until the iovecs have been sent. */
+#define UW_MPA_FPDU_MAX_MARKERS 132u
+
 typedef struct uw_mpa_fpdu {
     uint8_t lead_[4];
-    uint8_t marker_[4];
+    uint8_t markers_[UW_MPA_FPDU_MAX_MARKERS][4];
     uint8_t len_[2];
     uint8_t trailer_[7];
     size_t wire_len;   /* result: octets on the wire, markers included */

@@ -1,1 +1,175 @@
-/* placeholder: being written */
+/* FPDU transmit (RFC 5044 4.1-4.5): frame a ULPDU without copying it. */
+#include <string.h>
+
+#include "mpa/fpdu_walk.h"
+#include "uwarp/crc32c.h"
+#include "uwarp/mpa.h"
+
+uint32_t uw_mpa_mulpdu(uint32_t emss, bool markers)
+{
+    /* RFC 5044 4.5; the subtraction is done in 64 bits so tiny EMSS values
+     * cannot wrap before the clamp to 128. */
+    int64_t e = emss;
+    int64_t m = markers ? e - (6 + 4 * ((e + 511) / 512) + e % 4) : e - (6 + e % 4);
+    if (m < UW_MPA_MULPDU_MIN)
+        return UW_MPA_MULPDU_MIN;
+    if (m > UW_MPA_MULPDU_MAX)
+        return UW_MPA_MULPDU_MAX;
+    return (uint32_t)m;
+}
+
+size_t uw_mpa_fpdu_iov_max(size_t ulpdu_iovcnt, size_t ulpdu_len)
+{
+    /* Each marker adds its own iovec and may split one data iovec in two. */
+    size_t markers = (ulpdu_len + 9) / (UW_MPA_MARKER_INTERVAL - UW_MPA_MARKER_LEN) + 2;
+    if (markers > UW__MAX_MARKERS)
+        markers = UW__MAX_MARKERS;
+    return ulpdu_iovcnt + 4 + 2 * markers;
+}
+
+size_t uw_mpa_fpdu_wire_len(size_t ulpdu_len, uint32_t pos, unsigned flags)
+{
+    if (ulpdu_len > UINT16_MAX)
+        return 0;
+    return uw__fpdu_wire_len(pos, (uint32_t)ulpdu_len, flags & UW_MPA_MARKERS);
+}
+
+static void put_be16(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+/* Appends [base, base+len) to iov, merging with the previous entry when the
+ * memory is contiguous (pad and CRC usually are). */
+static int emit(struct iovec *iov, size_t cap, size_t *cnt, const uint8_t *base, size_t len)
+{
+    if (len == 0)
+        return 0;
+    if (*cnt > 0) {
+        struct iovec *prev = &iov[*cnt - 1];
+        if ((const uint8_t *)prev->iov_base + prev->iov_len == base) {
+            prev->iov_len += len;
+            return 0;
+        }
+    }
+    if (*cnt >= cap)
+        return UW_ENOBUFS;
+    iov[*cnt].iov_base = (void *)base;
+    iov[(*cnt)++].iov_len = len;
+    return 0;
+}
+
+ssize_t uw_mpa_fpdu_build(uw_mpa_fpdu *f, struct iovec *iov, size_t iov_cap,
+                          const struct iovec *ulpdu, size_t ulpdu_iovcnt, uint32_t pos,
+                          unsigned flags)
+{
+    if (!f || !iov || (ulpdu_iovcnt && !ulpdu))
+        return UW_EINVAL;
+    size_t n = 0;
+    for (size_t i = 0; i < ulpdu_iovcnt; i++)
+        n += ulpdu[i].iov_len;
+    if (n > UINT16_MAX)
+        return UW_EMSGSIZE;
+
+    bool markers = flags & UW_MPA_MARKERS;
+    uint32_t pad = uw__mpa_pad((uint32_t)n);
+    memset(f->lead_, 0, sizeof(f->lead_));
+    memset(f->trailer_, 0, sizeof(f->trailer_)); /* pad MUST be zero (RFC 5044 4.1) */
+    put_be16(f->len_, (uint32_t)n);
+    uint8_t *crc_field = f->trailer_ + pad;
+
+    uw__walk w;
+    uw__run r;
+    uw__walk_init(&w, pos, (uint32_t)n, markers);
+    uint32_t crc = uw_crc32c_init();
+    size_t cnt = 0, nmark = 0;
+    size_t src = 0, src_off = 0; /* cursor in ulpdu[] */
+    int rc = 0;
+
+    while (rc == 0 && uw__walk_next(&w, &r)) {
+        const uint8_t *p = NULL;
+        switch (r.field) {
+        case UW__F_MARKER:
+            if (r.wire == 0) {
+                p = f->lead_;
+            } else {
+                if (r.fpduptr > UINT16_MAX || nmark >= UW__MAX_MARKERS)
+                    return UW_EMSGSIZE; /* FPDUPTR is 16 bits (RFC 5044 4.2) */
+                uint8_t *m = f->markers_[nmark++];
+                put_be16(m, 0);
+                put_be16(m + 2, r.fpduptr);
+                p = m;
+            }
+            break;
+        case UW__F_LEN:
+            p = f->len_ + r.logical;
+            break;
+        case UW__F_PAD:
+            p = f->trailer_ + (r.logical - w.bound[1]);
+            break;
+        case UW__F_CRC:
+            p = crc_field + (r.logical - w.bound[2]);
+            break;
+        case UW__F_PAYLOAD: {
+            /* A run may span several caller iovecs. */
+            uint32_t left = r.len;
+            while (left) {
+                while (ulpdu[src].iov_len == src_off) {
+                    src++;
+                    src_off = 0;
+                }
+                size_t take = ulpdu[src].iov_len - src_off;
+                if (take > left)
+                    take = left;
+                const uint8_t *q = (const uint8_t *)ulpdu[src].iov_base + src_off;
+                if (flags & UW_MPA_CRC)
+                    crc = uw_crc32c_update(crc, q, take);
+                rc = emit(iov, iov_cap, &cnt, q, take);
+                if (rc)
+                    return rc;
+                src_off += take;
+                left -= (uint32_t)take;
+            }
+            continue;
+        }
+        }
+        if ((flags & UW_MPA_CRC) && r.in_crc)
+            crc = uw_crc32c_update(crc, p, r.len);
+        rc = emit(iov, iov_cap, &cnt, p, r.len);
+    }
+    if (rc)
+        return rc;
+
+    f->crc = 0;
+    if (flags & UW_MPA_CRC) {
+        /* Sent least-significant octet first, as iSCSI digests are. */
+        f->crc = uw_crc32c_final(crc);
+        crc_field[0] = (uint8_t)f->crc;
+        crc_field[1] = (uint8_t)(f->crc >> 8);
+        crc_field[2] = (uint8_t)(f->crc >> 16);
+        crc_field[3] = (uint8_t)(f->crc >> 24);
+    }
+    f->wire_len = w.wire;
+    f->next_pos = pos + w.wire;
+    return (ssize_t)cnt;
+}
+
+ssize_t uw_mpa_fpdu_encode(uint8_t *out, size_t cap, const void *ulpdu, size_t ulpdu_len,
+                           uint32_t pos, unsigned flags)
+{
+    uw_mpa_fpdu f;
+    struct iovec in = {(void *)ulpdu, ulpdu_len};
+    struct iovec iov[2 * UW__MAX_MARKERS + 8];
+    ssize_t cnt = uw_mpa_fpdu_build(&f, iov, sizeof(iov) / sizeof(iov[0]), &in, 1, pos, flags);
+    if (cnt < 0)
+        return cnt;
+    if (f.wire_len > cap)
+        return UW_ENOBUFS;
+    size_t off = 0;
+    for (ssize_t i = 0; i < cnt; i++) {
+        memcpy(out + off, iov[i].iov_base, iov[i].iov_len);
+        off += iov[i].iov_len;
+    }
+    return (ssize_t)off;
+}
