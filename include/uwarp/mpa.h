@@ -201,7 +201,9 @@ typedef struct uw_mpa_ooo_event {
 
 typedef void (*uw_mpa_ooo_cb)(void *ud, const uw_mpa_ooo_event *ev);
 
-/* Errors: UW_EINVAL (cap too small for max_ulpdu), UW_ENOMEM. */
+/* Errors: UW_EINVAL (cap too small for the largest FPDU of max_ulpdu, cap
+ * over 1 GiB, max_ulpdu over 65535), UW_ENOMEM. Memory: about 1.4 * cap plus
+ * max_ulpdu octets, all allocated here and never later. */
 int uw_mpa_ooo_create(uw_mpa_ooo **out, const uw_mpa_ooo_opts *opts);
 void uw_mpa_ooo_destroy(uw_mpa_ooo *r);
 
