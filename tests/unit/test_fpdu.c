@@ -130,6 +130,38 @@ static void test_crc_known_values(void **state)
     uint32_t crc = uw_crc32c(out, 32);
     assert_int_equal(out[32], (uint8_t)crc);
     assert_int_equal(out[35], (uint8_t)(crc >> 24));
+    /* The literal wire octets of the CRC of 32 zero octets. */
+    const uint8_t wire[4] = {0xaa, 0x36, 0x91, 0x8a};
+    uint8_t le[4] = {(uint8_t)uw_crc32c(z, 32), (uint8_t)(uw_crc32c(z, 32) >> 8),
+                     (uint8_t)(uw_crc32c(z, 32) >> 16), (uint8_t)(uw_crc32c(z, 32) >> 24)};
+    assert_memory_equal(le, wire, 4);
+}
+
+/* RFC 5044 4.1: pad octets are sent as zero and ignored by the receiver
+ * (except for the CRC). */
+static void test_pad(void **state)
+{
+    (void)state;
+    uint8_t u[3] = {0xff, 0xff, 0xff}, out[32];
+    for (size_t n = 0; n <= 3; n++) {
+        ssize_t w = uw_mpa_fpdu_encode(out, sizeof(out), u, n, 4, UW_MPA_CRC);
+        size_t pad = (4 - (2 + n) % 4) % 4;
+        assert_int_equal(w, 2 + n + pad + 4);
+        for (size_t k = 0; k < pad; k++)
+            assert_int_equal(out[2 + n + k], 0);
+        if (pad == 0)
+            continue;
+        /* Non-zero pad with CRC off: delivered unchanged. */
+        w = uw_mpa_fpdu_encode(out, sizeof(out), u, n, 4, 0);
+        out[2 + n] = 0x5a;
+        uw_mpa_rx *rx = mkrx(0, 4, 0);
+        struct collect c = {0};
+        assert_int_equal(uw_mpa_rx_feed(rx, out, (size_t)w, collect_cb, &c), w);
+        assert_int_equal(c.count, 1);
+        assert_int_equal(c.len, n);
+        free(c.data);
+        uw_mpa_rx_destroy(rx);
+    }
 }
 
 static void test_mulpdu(void **state)
@@ -502,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_fig5_fig6_encode),
         cmocka_unit_test(test_fig5_fig6_decode),
         cmocka_unit_test(test_crc_known_values),
+        cmocka_unit_test(test_pad),
         cmocka_unit_test(test_mulpdu),
         cmocka_unit_test(test_roundtrip_property),
         cmocka_unit_test(test_unaligned_offsets),
