@@ -11,6 +11,7 @@
 #include "mpa/fpdu_walk.h"
 #include "uwarp/crc32c.h"
 #include "uwarp/mpa.h"
+#include "util/alloc.h"
 
 struct uw_mpa_rx {
     uw_allocator alloc;
@@ -37,25 +38,11 @@ struct uw_mpa_rx {
     struct iovec iov[UW__MAX_MARKERS + 2];
 };
 
-static void *def_alloc(void *ud, size_t n)
-{
-    (void)ud;
-    return malloc(n);
-}
-
-static void def_free(void *ud, void *p)
-{
-    (void)ud;
-    free(p);
-}
-
 int uw_mpa_rx_create(uw_mpa_rx **out, const uw_mpa_rx_opts *o)
 {
     if (!out || !o || o->max_ulpdu > UINT16_MAX)
         return UW_EINVAL;
-    uw_allocator a = {def_alloc, def_free, NULL};
-    if (o->alloc)
-        a = *o->alloc;
+    uw_allocator a = uw__allocator(o->alloc);
     uw_mpa_rx *rx = a.alloc(a.ud, sizeof(*rx));
     if (!rx)
         return UW_ENOMEM;

@@ -41,6 +41,7 @@
 #include "mpa/fpdu_walk.h"
 #include "uwarp/crc32c.h"
 #include "uwarp/mpa.h"
+#include "util/alloc.h"
 
 #define DEFAULT_CAP (256u * 1024u)
 #define MAX_CAP ((uint64_t)1 << 30) /* well below 2^31: seq comparisons stay exact */
@@ -192,18 +193,6 @@ static bool all_present(const uw_mpa_ooo *r, uint64_t lo, uint64_t hi)
 
 /* ---- create / destroy ------------------------------------------------------ */
 
-static void *def_alloc(void *ud, size_t n)
-{
-    (void)ud;
-    return malloc(n);
-}
-
-static void def_free(void *ud, void *p)
-{
-    (void)ud;
-    free(p);
-}
-
 static void release(uw_mpa_ooo *r)
 {
     r->alloc.free(r->alloc.ud, r->buf);
@@ -230,9 +219,7 @@ int uw_mpa_ooo_create(uw_mpa_ooo **out, const uw_mpa_ooo_opts *o)
     if (cap < max_wire || cap > MAX_CAP)
         return UW_EINVAL;
 
-    uw_allocator a = {def_alloc, def_free, NULL};
-    if (o->alloc)
-        a = *o->alloc;
+    uw_allocator a = uw__allocator(o->alloc);
     uw_mpa_ooo *r = a.alloc(a.ud, sizeof(*r));
     if (!r)
         return UW_ENOMEM;
