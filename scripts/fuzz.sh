@@ -7,7 +7,9 @@
 #   TARGET              fpdu_rx, frame, ... (tests/fuzz/fuzz_<TARGET>.c); default all
 #   --merge             afterwards merge inputs that add coverage into the
 #                       committed corpus tests/fuzz/corpus/<TARGET> (libFuzzer
-#                       -merge=1: only new coverage, existing seeds kept)
+#                       -merge=1: only new coverage, existing seeds kept;
+#                       edges only, so the corpus stays small: set
+#                       FUZZ_MERGE_ARGS= to count hit-count buckets too)
 #   --seeds             regenerate the hand-made seeds (make_seeds) into
 #                       tests/fuzz/corpus first
 #   --jobs N            run N targets at once (default 1)
@@ -36,7 +38,7 @@ while [ $# -gt 0 ]; do
     --seeds) seeds=1 ;;
     --jobs) jobs=$2; shift ;;
     --build) build=$2; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: unknown option $1" >&2; exit 2 ;;
     *)
       if [[ "$1" =~ ^[0-9]+$ ]] && [ ${#targets[@]} -eq 0 ]; then secs=$1; else targets+=("$1"); fi ;;
@@ -101,7 +103,8 @@ run_target() {
   if [ "$merge" = 1 ] && [ "$rc" = 0 ]; then
     mkdir -p "tests/fuzz/corpus/$t"
     # shellcheck disable=SC2086
-    "$bin" -merge=1 ${FUZZ_ARGS:-} "tests/fuzz/corpus/$t" "$work/corpus" >"$work/merge.log" 2>&1 ||
+    "$bin" -merge=1 ${FUZZ_MERGE_ARGS--use_counters=0} ${FUZZ_ARGS:-} "tests/fuzz/corpus/$t" \
+           "$work/corpus" >"$work/merge.log" 2>&1 ||
       echo "merge failed for $t: see $work/merge.log" >>"$work/summary"
   fi
   return "$rc"

@@ -20,19 +20,19 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 void fz_fail(const char *file, int line, const char *what);
-#define FZ_CHECK(cond)                                                                             \
-    do {                                                                                           \
-        if (!(cond))                                                                               \
-            fz_fail(__FILE__, __LINE__, #cond);                                                    \
+#define FZ_CHECK(cond)                          \
+    do {                                        \
+        if (!(cond))                            \
+            fz_fail(__FILE__, __LINE__, #cond); \
     } while (0)
 
 /* UW_FUZZ_DEBUG set in the environment: targets print what they do (for
  * diagnosing a reproducer with the replay program). */
 bool fz_debug(void);
-#define FZ_DEBUG(...)                                                                              \
-    do {                                                                                           \
-        if (fz_debug())                                                                            \
-            fprintf(stderr, __VA_ARGS__);                                                          \
+#define FZ_DEBUG(...)                     \
+    do {                                  \
+        if (fz_debug())                   \
+            fprintf(stderr, __VA_ARGS__); \
     } while (0)
 
 /* ------------------------------------------------------------------------ */

@@ -39,8 +39,8 @@ static int on_ulpdu(void *ud, const uw_mpa_ulpdu *u)
 
 /* Frames one ULPDU at pos into out (cap octets); returns its wire length or
  * 0 when it cannot be framed (checked to be the documented case). */
-static size_t frame_one(const uint8_t *u, uint32_t len, uint32_t pos, unsigned flags,
-                        fz_rng *r, uint8_t *out, size_t cap, uint32_t *crc)
+static size_t frame_one(const uint8_t *u, uint32_t len, uint32_t pos, unsigned flags, fz_rng *r,
+                        uint8_t *out, size_t cap, uint32_t *crc)
 {
     uint32_t max_off = 0;
     size_t ref_wire = fz_ref_wire_len(pos, len, flags & UW_MPA_MARKERS, &max_off);

@@ -44,8 +44,7 @@ static int on_ulpdu(void *ud, const uw_mpa_ulpdu *u)
     size_t wire = uw_mpa_fpdu_wire_len(u->len, u->pos, r->flags);
     FZ_CHECK(wire == fz_ref_wire_len(u->pos, (uint32_t)u->len, r->flags & UW_MPA_MARKERS, NULL));
     r->next = u->pos + (uint32_t)wire;
-    FZ_CHECK((uint32_t)(u->pos - r->start) < (uint32_t)(r->next - r->start) ||
-             r->next == r->start);
+    FZ_CHECK((uint32_t)(u->pos - r->start) < (uint32_t)(r->next - r->start) || r->next == r->start);
     fz_log_add(&r->log, u->pos, (uint32_t)u->len, u->crc, u->iov, u->iovcnt);
     r->calls++;
     return r->pause && fz_rng_below(r->pause, 3) == 0;

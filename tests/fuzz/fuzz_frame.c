@@ -27,9 +27,9 @@ static bool frame_equal(const uw_mpa_frame *a, const uw_mpa_frame *b)
 {
     return a->type == b->type && a->m == b->m && a->c == b->c && a->r == b->r && a->s == b->s &&
            a->res == b->res && a->rev == b->rev && a->pd_length == b->pd_length &&
-           a->enhanced == b->enhanced && a->ird == b->ird && a->ord == b->ord &&
-           a->p2p == b->p2p && a->rtr == b->rtr && a->ulp_pd_len == b->ulp_pd_len &&
-           a->ulp_pd_len <= UW_MPA_MAX_PD && memcmp(a->ulp_pd, b->ulp_pd, a->ulp_pd_len) == 0;
+           a->enhanced == b->enhanced && a->ird == b->ird && a->ord == b->ord && a->p2p == b->p2p &&
+           a->rtr == b->rtr && a->ulp_pd_len == b->ulp_pd_len && a->ulp_pd_len <= UW_MPA_MAX_PD &&
+           memcmp(a->ulp_pd, b->ulp_pd, a->ulp_pd_len) == 0;
 }
 
 static bool is_decode_error(ssize_t rc)
@@ -189,8 +189,8 @@ static void struct_mode(fz_in *in)
     ssize_t rc = uw_mpa_frame_encode(f, out, cap);
     size_t pd_total = f->ulp_pd_len + (f->enhanced ? UW_MPA_ENH_WORD_LEN : 0u);
     bool inval = (f->type != UW_MPA_REQUEST && f->type != UW_MPA_REPLY) || f->res > 0x0F ||
-                 (f->enhanced && (f->rev < 2 || f->ird > 0x3FFF || f->ord > 0x3FFF ||
-                                  f->rtr > UW_MPA_RTR_ALL));
+                 (f->enhanced &&
+                  (f->rev < 2 || f->ird > 0x3FFF || f->ord > 0x3FFF || f->rtr > UW_MPA_RTR_ALL));
     if (inval)
         FZ_CHECK(rc == UW_EINVAL);
     else if (pd_total > UW_MPA_MAX_PD)

@@ -73,8 +73,8 @@ static bool frame_equal(const uw_mpa_frame *a, const uw_mpa_frame *b)
 {
     return a->type == b->type && a->m == b->m && a->c == b->c && a->r == b->r && a->s == b->s &&
            a->res == b->res && a->rev == b->rev && a->pd_length == b->pd_length &&
-           a->enhanced == b->enhanced && a->ird == b->ird && a->ord == b->ord &&
-           a->p2p == b->p2p && a->rtr == b->rtr && a->ulp_pd_len == b->ulp_pd_len &&
+           a->enhanced == b->enhanced && a->ird == b->ird && a->ord == b->ord && a->p2p == b->p2p &&
+           a->rtr == b->rtr && a->ulp_pd_len == b->ulp_pd_len &&
            memcmp(a->ulp_pd, b->ulp_pd, a->ulp_pd_len) == 0;
 }
 
@@ -159,8 +159,8 @@ static void flow_a(const uw_mpa_policy *pr, const uw_mpa_policy *pi, const uw_mp
     free(rep_wire);
 }
 
-static void flow_b(const uw_mpa_policy *pr, const uw_mpa_policy *pi, bool reject,
-                   size_t rep_pd_len, size_t req_pd_len)
+static void flow_b(const uw_mpa_policy *pr, const uw_mpa_policy *pi, bool reject, size_t rep_pd_len,
+                   size_t req_pd_len)
 {
     uw_mpa_frame *req = malloc(sizeof(*req)), *req_wire = malloc(sizeof(*req_wire));
     uw_mpa_frame *rep = malloc(sizeof(*rep)), *rep_wire = malloc(sizeof(*rep_wire));

@@ -38,7 +38,7 @@ typedef struct ostate {
     unsigned flags;
     uint32_t start, seq0, max;
     size_t slen;
-    int32_t *placed_at; /* per stream offset: index into placed, or -1 */
+    int32_t *placed_at;     /* per stream offset: index into placed, or -1 */
     const int32_t *want_at; /* valid stream: per offset, index into want, or -1 */
     const fz_log *want;
     fz_log placed, delivered;
@@ -63,15 +63,16 @@ static void on_event(void *ud, const uw_mpa_ooo_event *ev)
     if (ev->type == UW_MPA_OOO_PLACED) {
         FZ_CHECK(st->placed_at[rel] < 0); /* once per FPDU */
         FZ_CHECK(ev->len == 0 || ev->ulpdu != NULL);
-        FZ_CHECK(rel + fz_ref_wire_len(ev->pos, (uint32_t)ev->len, st->flags & UW_MPA_MARKERS,
-                                       NULL) <= st->slen);
+        FZ_CHECK(
+            rel + fz_ref_wire_len(ev->pos, (uint32_t)ev->len, st->flags & UW_MPA_MARKERS, NULL) <=
+            st->slen);
         st->placed_at[rel] = (int32_t)st->placed.n;
         fz_log_add_flat(&st->placed, ev->pos, (uint32_t)ev->len, 0, ev->ulpdu);
         if (st->want) {
             /* A valid stream has no FPDUs but the encoded ones. */
             FZ_CHECK(st->want_at[rel] >= 0);
-            FZ_CHECK(fz_rec_equal(&st->placed, st->placed.n - 1, st->want,
-                                  (size_t)st->want_at[rel], false));
+            FZ_CHECK(fz_rec_equal(&st->placed, st->placed.n - 1, st->want, (size_t)st->want_at[rel],
+                                  false));
         }
     } else {
         FZ_CHECK(ev->type == UW_MPA_OOO_DELIVERED);
@@ -230,8 +231,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cap = 1 + seed % 140000u;
         break;
     }
-    uw_mpa_ooo_opts o = {
-        .flags = flags, .seq0 = seq0, .pos = start, .max_ulpdu = max, .cap = cap};
+    uw_mpa_ooo_opts o = {.flags = flags, .seq0 = seq0, .pos = start, .max_ulpdu = max, .cap = cap};
     uw_mpa_ooo *q = NULL;
     int rc = uw_mpa_ooo_create(&q, &o);
     FZ_DEBUG("ooo: flags %u valid %d start %u seq0 %u max %u cap %zu slen %zu -> %d\n", flags,
