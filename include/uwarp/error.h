@@ -19,6 +19,8 @@ extern "C" {
 /* X(name, value, message) */
 #define UW_ERRNO_MAP(X)                                                                            \
     X(EPERM, -1, "operation not permitted")                                                        \
+    X(ENOENT, -2, "no such object")                                                                \
+    X(EPIPE, -32, "connection closed")                                                             \
     X(EAGAIN, -11, "more input is needed")                                                         \
     X(ENOMEM, -12, "out of memory")                                                                \
     X(EBUSY, -16, "object is busy")                                                                \
@@ -27,10 +29,16 @@ extern "C" {
     X(ENOSYS, -38, "not implemented")                                                              \
     X(EPROTO, -71, "protocol error")                                                               \
     X(EMSGSIZE, -90, "message too long")                                                           \
+    X(EADDRINUSE, -98, "address already in use")                                                   \
+    X(ECONNABORTED, -103, "connection aborted")                                                    \
     X(ENOBUFS, -105, "no buffer space: the configured memory cap was reached")                     \
     X(ECONNRESET, -104, "connection reset by peer")                                                \
     X(ETIMEDOUT, -110, "timed out")                                                                \
+    X(ENOTCONN, -107, "not connected")                                                             \
     X(ECONNREFUSED, -111, "connection rejected by the peer")                                       \
+    X(EHOSTUNREACH, -113, "no route to host")                                                      \
+    X(EALREADY, -114, "operation already in progress")                                             \
+    X(ECANCELED, -125, "operation canceled (flushed)")                                             \
     /* RFC 5044 section 8 receive errors, reported by the FPDU decoders. */                        \
     X(EMPA_TRUNCATED, -4001, "MPA stream ended inside an FPDU (RFC 5044 error 1)")                  \
     X(EMPA_CRC, -4002, "MPA CRC32c mismatch (RFC 5044 error 2)")                                    \
@@ -47,7 +55,32 @@ extern "C" {
     X(EMPA_IRD, -4017, "insufficient IRD resources (Terminate code 6)")                             \
     X(EMPA_RTR, -4018, "no matching RTR option (Terminate code 7)")                                 \
     X(EMPA_TRUNCATED_FRAME, -4019, "MPA startup frame is incomplete")                           \
-    X(EMPA_ENH_UNEXPECTED, -4020, "MPA reply is enhanced but the request was not")
+    X(EMPA_ENH_UNEXPECTED, -4020, "MPA reply is enhanced but the request was not")                  \
+    X(EMPA_RTR_MISSING, -4021, "peer-to-peer: the first message was not the negotiated RTR")         \
+    /* DDP (RFC 5041 7.2) and RDMAP (RFC 5040 7.1) receive faults; each maps to one Terminate. */    \
+    X(EDDP_STAG, -4100, "DDP: invalid STag")                                                        \
+    X(EDDP_BOUNDS, -4101, "DDP: base or bounds violation")                                          \
+    X(EDDP_PD, -4102, "DDP: STag not associated with this stream (protection domain)")             \
+    X(EDDP_TO_WRAP, -4103, "DDP: tagged offset wraps")                                              \
+    X(EDDP_VERSION, -4104, "DDP: invalid DDP version")                                              \
+    X(EDDP_QN, -4105, "DDP: invalid queue number")                                                  \
+    X(EDDP_NOBUF, -4106, "DDP: no receive buffer posted (invalid MSN)")                             \
+    X(EDDP_MSN, -4107, "DDP: MSN out of range")                                                     \
+    X(EDDP_MO, -4108, "DDP: invalid message offset")                                                \
+    X(EDDP_TOO_LONG, -4109, "DDP: message too long for the receive buffer")                         \
+    X(EDDP_HDR, -4110, "DDP: segment shorter than its header")                                      \
+    X(ERDMAP_ACCESS, -4120, "RDMAP: access rights violation")                                       \
+    X(ERDMAP_VERSION, -4121, "RDMAP: invalid RDMAP version")                                        \
+    X(ERDMAP_OPCODE, -4122, "RDMAP: unexpected opcode")                                             \
+    X(ERDMAP_INVALIDATE, -4123, "RDMAP: STag cannot be invalidated")                                \
+    X(ERDMAP_IRD, -4124, "RDMAP: RDMA Read Request beyond the negotiated IRD")                      \
+    X(ERDMAP_STAG, -4125, "RDMAP: invalid STag in an RDMA Read Request")                            \
+    X(ERDMAP_BOUNDS, -4126, "RDMAP: base or bounds violation in an RDMA Read Request")              \
+    X(ERDMAP_PD, -4127, "RDMAP: STag not associated with this stream")                              \
+    X(ERDMAP_TO_WRAP, -4128, "RDMAP: tagged offset wraps")                                          \
+    X(ERDMAP_UNEXPECTED, -4129, "RDMAP: response without a matching request")                       \
+    X(ETERM_RECEIVED, -4130, "the peer sent a Terminate")                                           \
+    X(ELOCAL_CATASTROPHIC, -4131, "local catastrophic error")
 
 enum uw_error {
 #define UW__ERR_ENUM(name, value, msg) UW_##name = (value),

@@ -1,0 +1,458 @@
+/* Connection manager: TCP connect/listen/accept and the MPA startup
+ * exchange (RFC 5044 7.1, RFC 6581), driven by io/engine.c. The startup
+ * frames are read through the QP's staging buffer, so octets that follow the
+ * Reply (the peer's first FPDUs) stay there for the FPDU receiver. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "io/engine.h"
+
+static void policy_from(uw_mpa_policy *pol, const uw_conn_param *p)
+{
+    uw_mpa_policy_default(pol);
+    if (!p)
+        return;
+    pol->rev = p->rev ? p->rev : 2;
+    pol->enhanced = pol->rev >= 2;
+    pol->crc = p->crc != UW_CRC_AVOID;
+    pol->markers = p->markers;
+    if (p->ird)
+        pol->ird = p->ird;
+    if (p->ord)
+        pol->ord = p->ord;
+    pol->ird_max = pol->ird;
+    pol->p2p = p->p2p;
+    if (p->p2p)
+        pol->rtr = p->rtr ? p->rtr : UW_MPA_RTR_ALL;
+    pol->accept_rev0 = p->accept_rev0;
+}
+
+static int copy_param(uw_conn_param *dst, uint8_t *pdbuf, const uw_conn_param *src)
+{
+    memset(dst, 0, sizeof(*dst));
+    if (!src)
+        return 0;
+    if (src->private_data_len > UW_MPA_MAX_PD || (src->private_data_len && !src->private_data))
+        return UW_EINVAL;
+    if (src->rev > 2 || src->crc < 0 || src->crc > UW_CRC_REQUIRE || src->rtr > UW_MPA_RTR_ALL ||
+        src->timeout_ms < 0)
+        return UW_EINVAL;
+    *dst = *src;
+    if (src->private_data_len)
+        memcpy(pdbuf, src->private_data, src->private_data_len);
+    dst->private_data = pdbuf;
+    return 0;
+}
+
+static uint64_t deadline(const uw_conn_param *p, bool initiator)
+{
+    int ms = p->timeout_ms ? p->timeout_ms : (initiator ? 10000 : 5000);
+    return uw__now_ns() + (uint64_t)ms * 1000000u;
+}
+
+static int sock_setup(int fd, const uw_conn_param *p)
+{
+    int one = 1;
+    /* Small FPDUs (Read Requests, RTRs, latency-bound Sends) must not wait
+     * for Nagle; the transmitter batches whole FPDUs per writev itself. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    /* A peer that vanishes with our data unacknowledged is an error within
+     * the connection's timeout, not a hang. */
+    unsigned ut = (unsigned)(p->timeout_ms ? p->timeout_ms : 10000);
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
+    return 0;
+}
+
+int uw_connect(uw_qp *qp, const struct sockaddr *addr, socklen_t len, const uw_conn_param *p)
+{
+    if (!qp || !addr || len > sizeof(qp->peer))
+        return UW_EINVAL;
+    if (qp->state != UW_QPS_IDLE || qp->cm != UW__CM_IDLE)
+        return UW_EALREADY;
+    int r = copy_param(&qp->param, qp->param_pd, p);
+    if (r < 0)
+        return r;
+    policy_from(&qp->pol, p);
+    if (qp->param.crc == UW_CRC_REQUIRE)
+        qp->pol.crc = true;
+    r = uw_mpa_request(&qp->pol, qp->param.private_data, qp->param.private_data_len, &qp->req);
+    if (r < 0)
+        return r;
+    ssize_t n = uw_mpa_frame_encode(&qp->req, qp->hs_out, sizeof(qp->hs_out));
+    if (n < 0)
+        return (int)n;
+    qp->hs_len = (uint32_t)n;
+    qp->hs_off = 0;
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    sock_setup(fd, &qp->param);
+    memcpy(&qp->peer, addr, len);
+    if (connect(fd, addr, len) < 0 && errno != EINPROGRESS) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    qp->fd = fd;
+    qp->cm = UW__CM_CONNECTING;
+    qp->state = UW_QPS_CONNECTING;
+    qp->deadline_ns = deadline(&qp->param, true);
+    uw_mpa_frame_parser_init(&qp->parser, UW_MPA_REPLY, UW_MPA_MAX_PD);
+    uw__qp_update_io(qp);
+    uw__ctx_arm_timer(qp->ctx);
+    return 0;
+}
+
+int uw_listen(uw_ctx *ctx, const struct sockaddr *addr, socklen_t len, const uw_qp_attr *qa,
+              const uw_conn_param *p, uw_listener **out)
+{
+    if (!ctx || !addr || !qa || !out)
+        return UW_EINVAL;
+    uw_listener *l = ctx->alloc.alloc(ctx->alloc.ud, sizeof(*l));
+    if (!l)
+        return UW_ENOMEM;
+    memset(l, 0, sizeof(*l));
+    int r = copy_param(&l->param, l->param_pd, p);
+    if (r < 0) {
+        ctx->alloc.free(ctx->alloc.ud, l);
+        return r;
+    }
+    l->ctx = ctx;
+    l->qp_attr = *qa;
+    l->tag = UW__EP_LISTENER;
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        bind(fd, addr, len) < 0 || listen(fd, 128) < 0) {
+        r = -errno;
+        if (fd >= 0)
+            close(fd);
+        ctx->alloc.free(ctx->alloc.ud, l);
+        return r;
+    }
+    l->fd = fd;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = l};
+    if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        r = -errno;
+        close(fd);
+        ctx->alloc.free(ctx->alloc.ud, l);
+        return r;
+    }
+    ctx->nlisten++;
+    *out = l;
+    return 0;
+}
+
+int uw_listener_destroy(uw_listener *l)
+{
+    if (!l)
+        return UW_EINVAL;
+    uw_ctx *c = l->ctx;
+    /* QPs still in the startup exchange belong to the listener. */
+    for (uw_qp *q = c->qps, *next; q; q = next) {
+        next = q->next;
+        if (q->listener == l && q->cm < UW__CM_WAIT_ACCEPT)
+            uw_qp_destroy(q);
+        else if (q->listener == l)
+            q->listener = NULL;
+    }
+    struct uw__evnode **pp = &c->ev_head;
+    c->ev_tail = NULL;
+    while (*pp) {
+        if ((*pp)->ev.listener == l && !(*pp)->ev.qp) {
+            struct uw__evnode *dead = *pp;
+            *pp = dead->next;
+            c->alloc.free(c->alloc.ud, dead);
+        } else {
+            if ((*pp)->ev.listener == l)
+                (*pp)->ev.listener = NULL;
+            c->ev_tail = *pp;
+            pp = &(*pp)->next;
+        }
+    }
+    close(l->fd);
+    c->nlisten--;
+    c->alloc.free(c->alloc.ud, l);
+    return 0;
+}
+
+int uw_listener_addr(const uw_listener *l, struct sockaddr_storage *ss, socklen_t *len)
+{
+    if (!l || !ss || !len)
+        return UW_EINVAL;
+    *len = sizeof(*ss);
+    return getsockname(l->fd, (struct sockaddr *)ss, len) < 0 ? -errno : 0;
+}
+
+void uw__cm_accept_fd(uw_listener *l)
+{
+    uw_ctx *c = l->ctx;
+    for (int i = 0; i < 16; i++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        uw_qp *qp;
+        /* Bounded: a flood of half-open MPA exchanges costs at most this many QPs. */
+        if (l->npending >= 64 || uw__qp_alloc(c, &l->qp_attr, &qp) < 0) {
+            uw__log(c, UW_LOG_WARN, "listener: connection dropped (too many pending)");
+            close(fd);
+            continue;
+        }
+        sock_setup(fd, &l->param);
+        qp->fd = fd;
+        qp->listener = l;
+        l->npending++;
+        memcpy(&qp->peer, &ss, sl);
+        qp->param = l->param;
+        qp->param.private_data = qp->param_pd;
+        memcpy(qp->param_pd, l->param_pd, l->param.private_data_len);
+        policy_from(&qp->pol, &l->param);
+        if (l->param.crc == UW_CRC_REQUIRE)
+            qp->pol.crc = true;
+        qp->cm = UW__CM_WAIT_REQUEST;
+        qp->state = UW_QPS_CONNECTING;
+        qp->deadline_ns = deadline(&qp->param, false);
+        uw_mpa_frame_parser_init(&qp->parser, UW_MPA_REQUEST, UW_MPA_MAX_PD);
+        uw__qp_update_io(qp);
+    }
+    uw__ctx_arm_timer(c);
+}
+
+static void fill_event(uw_qp *qp, uw_cm_event *ev, int type, const uw_mpa_frame *peer)
+{
+    memset(ev, 0, sizeof(*ev));
+    ev->type = type;
+    ev->qp = qp;
+    ev->mpa = qp->mpa;
+    ev->peer = qp->peer;
+    if (peer) {
+        ev->private_data_len = peer->ulp_pd_len;
+        memcpy(ev->private_data, peer->ulp_pd, peer->ulp_pd_len);
+    }
+}
+
+static uint32_t mulpdu_of(uw_qp *qp, bool markers)
+{
+    int mss = 0;
+    socklen_t l = sizeof(mss);
+    if (getsockopt(qp->fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) < 0 || mss <= 0)
+        mss = 1460;
+    return uw_mpa_mulpdu((uint32_t)mss, markers);
+}
+
+/* Responder: a complete Request is in qp->req. */
+static int got_request(uw_qp *qp)
+{
+    uw_mpa_frame rep;
+    int r = uw_mpa_respond(&qp->pol, &qp->req, false, NULL, 0, &rep, &qp->mpa);
+    if (r == UW_EMPA_IRD || r == UW_EMPA_RTR) {
+        /* RFC 6581 9: say why in a rejecting Reply, then close. */
+        uw_mpa_frame rj;
+        if (uw_mpa_respond(&qp->pol, &qp->req, true, NULL, 0, &rj, &qp->mpa) == 0 ||
+            r == UW_EMPA_IRD) {
+            ssize_t n = uw_mpa_frame_encode(r == UW_EMPA_IRD ? &rep : &rj, qp->hs_out,
+                                            sizeof(qp->hs_out));
+            if (n > 0) {
+                qp->hs_len = (uint32_t)n;
+                qp->hs_off = 0;
+                qp->cm = UW__CM_LINGER;
+                qp->close_err = r;
+                return r;
+            }
+        }
+    }
+    if (r < 0)
+        return r;
+    qp->cm = UW__CM_WAIT_ACCEPT;
+    uw_cm_event ev;
+    fill_event(qp, &ev, UW_CM_CONNECT_REQUEST, &qp->req);
+    ev.listener = qp->listener;
+    uw__event_push(qp->ctx, &ev);
+    return 0;
+}
+
+int uw_accept(uw_qp *qp, const uw_conn_param *p)
+{
+    if (!qp || qp->cm != UW__CM_WAIT_ACCEPT)
+        return UW_EINVAL;
+    if (p && p->private_data_len) {
+        if (p->private_data_len > UW_MPA_MAX_PD || !p->private_data)
+            return UW_EINVAL;
+        memcpy(qp->param_pd, p->private_data, p->private_data_len);
+        qp->param.private_data_len = p->private_data_len;
+    }
+    uw_mpa_frame rep;
+    int r = uw_mpa_respond(&qp->pol, &qp->req, false, qp->param_pd, qp->param.private_data_len,
+                           &rep, &qp->mpa);
+    if (r < 0)
+        return r;
+    ssize_t n = uw_mpa_frame_encode(&rep, qp->hs_out, sizeof(qp->hs_out));
+    if (n < 0)
+        return (int)n;
+    qp->hs_len = (uint32_t)n;
+    qp->hs_off = 0;
+    qp->rep = rep;
+    if (qp->listener) {
+        qp->listener->npending--;
+        qp->listener = NULL;
+    }
+    uw__qp_start(qp, &qp->mpa, false, mulpdu_of(qp, qp->mpa.markers_tx), 0, 0);
+    qp->cm = UW__CM_RTS;
+    /* Peer-to-peer: established once the RTR is in (uw__cm_rtr_arrived). */
+    if (qp->mpa.p2p)
+        qp->deadline_ns = deadline(&qp->param, false);
+    else {
+        qp->deadline_ns = 0;
+        uw_cm_event ev;
+        fill_event(qp, &ev, UW_CM_ESTABLISHED, &qp->req);
+        uw__event_push(qp->ctx, &ev);
+    }
+    uw__qp_update_io(qp);
+    return 0;
+}
+
+int uw_reject(uw_qp *qp, const void *pd, size_t pd_len)
+{
+    if (!qp || qp->cm != UW__CM_WAIT_ACCEPT || pd_len > UW_MPA_MAX_PD || (pd_len && !pd))
+        return UW_EINVAL;
+    uw_mpa_frame rep;
+    uw_mpa_params prm;
+    int r = uw_mpa_respond(&qp->pol, &qp->req, true, pd, pd_len, &rep, &prm);
+    if (r < 0)
+        return r;
+    ssize_t n = uw_mpa_frame_encode(&rep, qp->hs_out, sizeof(qp->hs_out));
+    if (n < 0)
+        return (int)n;
+    qp->hs_len = (uint32_t)n;
+    qp->hs_off = 0;
+    if (qp->listener) {
+        qp->listener->npending--;
+        qp->listener = NULL;
+    }
+    qp->cm = UW__CM_LINGER;
+    qp->state = UW_QPS_CLOSED;
+    qp->linger_silent = true;
+    qp->deadline_ns = uw__now_ns() + 2000000000u;
+    uw__qp_update_io(qp);
+    return 0;
+}
+
+/* Initiator: a complete Reply is in qp->rep. */
+static int got_reply(uw_qp *qp)
+{
+    int r = uw_mpa_accept_reply(&qp->pol, &qp->req, &qp->rep, &qp->mpa);
+    uw_cm_event ev;
+    if (r == UW_ECONNREFUSED) {
+        fill_event(qp, &ev, UW_CM_REJECTED, &qp->rep);
+        ev.err = r;
+        uw__event_push(qp->ctx, &ev);
+        return r;
+    }
+    if (r == UW_EMPA_IRD || r == UW_EMPA_RTR) {
+        /* RFC 6581 9.2/7.1: the initiator reports these with a Terminate
+         * (codes 6 and 7), which needs the negotiated framing. */
+        uw_mpa_params prm = qp->mpa;
+        prm.ddp_version = 1;
+        uw__qp_start(qp, &prm, true, mulpdu_of(qp, prm.markers_tx), 0, 0);
+        qp->rtr_pending_tx = false;
+        uw__qp_terminate(qp, r, NULL, NULL);
+        qp->cm = UW__CM_RTS;
+        qp->setup_failed = true;
+        return 0;
+    }
+    if (r < 0)
+        return r;
+    uw__qp_start(qp, &qp->mpa, true, mulpdu_of(qp, qp->mpa.markers_tx), 0, 0);
+    qp->cm = UW__CM_RTS;
+    qp->deadline_ns = 0;
+    fill_event(qp, &ev, UW_CM_ESTABLISHED, &qp->rep);
+    uw__event_push(qp->ctx, &ev);
+    return 0;
+}
+
+void uw__cm_rtr_arrived(uw_qp *qp)
+{
+    qp->deadline_ns = 0;
+    qp->kick = true;
+    uw_cm_event ev;
+    fill_event(qp, &ev, UW_CM_ESTABLISHED, &qp->req);
+    uw__event_push(qp->ctx, &ev);
+}
+
+void uw__cm_term_received(uw_qp *qp, const uw__term_msg *t)
+{
+    uw_cm_event ev;
+    fill_event(qp, &ev, UW_CM_TERMINATED, NULL);
+    ev.term_received = true;
+    ev.term = t->term;
+    ev.err = UW_ETERM_RECEIVED;
+    uw__log(qp->ctx, UW_LOG_WARN, "QP[%u]: Terminate received: %s%s", qp->id,
+            uw_term_describe(t->term), t->quirk ? " (siw control-octet order)" : "");
+    if (qp->setup_failed || qp->deadline_ns) {
+        ev.type = UW_CM_CONNECT_ERROR;
+    }
+    uw__event_push(qp->ctx, &ev);
+    qp->term_reported = true;
+}
+
+/* Feeds staged octets to the startup-frame parser. Returns 1 when the frame
+ * is complete, 0 when more is needed, or an error. */
+static int parse_frame(uw_qp *qp, uw_mpa_frame *out)
+{
+    struct uw__rx *rx = &qp->rx;
+    ssize_t n = uw_mpa_frame_parser_feed(&qp->parser, rx->stage + rx->st_head,
+                                         rx->st_tail - rx->st_head, out);
+    if (n < 0)
+        return (int)n;
+    rx->st_head += (uint32_t)n;
+    return uw_mpa_frame_parser_done(&qp->parser) ? 1 : 0;
+}
+
+/* Startup phase I/O. Returns 0, or an error that ends the connection. */
+int uw__cm_handshake(uw_qp *qp, unsigned events)
+{
+    if (qp->cm == UW__CM_CONNECTING) {
+        if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+            return 0;
+        int e = 0;
+        socklen_t l = sizeof(e);
+        getsockopt(qp->fd, SOL_SOCKET, SO_ERROR, &e, &l);
+        if (e)
+            return -e;
+        qp->cm = UW__CM_WAIT_REPLY;
+    }
+    while (qp->hs_off < qp->hs_len && (qp->cm == UW__CM_WAIT_REPLY)) {
+        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off, MSG_NOSIGNAL);
+        if (w < 0)
+            return errno == EAGAIN ? 0 : -errno;
+        qp->hs_off += (uint32_t)w;
+    }
+    if (qp->cm != UW__CM_WAIT_REPLY && qp->cm != UW__CM_WAIT_REQUEST)
+        return 0;
+    struct uw__rx *rx = &qp->rx;
+    for (;;) {
+        uw_mpa_frame *f = qp->cm == UW__CM_WAIT_REPLY ? &qp->rep : &qp->req;
+        if (rx->st_head < rx->st_tail) {
+            int r = parse_frame(qp, f);
+            if (r < 0)
+                return r;
+            if (r == 1)
+                return qp->cm == UW__CM_WAIT_REPLY ? got_reply(qp) : got_request(qp);
+        }
+        if (rx->st_head == rx->st_tail)
+            rx->st_head = rx->st_tail = 0;
+        ssize_t n = recv(qp->fd, rx->stage + rx->st_tail, UW__RX_STAGE - rx->st_tail, 0);
+        if (n == 0)
+            return UW_EMPA_TRUNCATED_FRAME;
+        if (n < 0)
+            return errno == EAGAIN ? 0 : -errno;
+        rx->st_tail += (uint32_t)n;
+    }
+}

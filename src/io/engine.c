@@ -1,0 +1,401 @@
+/* The I/O engine: nonblocking TCP sockets in one epoll set per context,
+ * driven from the application's calls (no threads). Each ready QP is
+ * serviced in place: whole FPDUs out with writev, received octets read
+ * straight to where the QP's receive state machine says they go. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+#include <poll.h>
+
+#include "io/engine.h"
+
+void uw__qp_update_io(uw_qp *qp)
+{
+    if (qp->fd < 0)
+        return;
+    unsigned want = EPOLLIN | EPOLLRDHUP;
+    bool tx = qp->cm == UW__CM_CONNECTING || qp->hs_off < qp->hs_len ||
+              ((qp->cm == UW__CM_RTS || qp->cm == UW__CM_LINGER) && qp->txf_count);
+    if (tx)
+        want |= EPOLLOUT;
+    if (qp->epmask == want)
+        return;
+    struct epoll_event ev = {.events = want, .data.ptr = qp};
+    int op = qp->epmask ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(qp->ctx->epfd, op, qp->fd, &ev) == 0)
+        qp->epmask = want;
+}
+
+void uw__ctx_arm_timer(uw_ctx *c)
+{
+    uint64_t first = 0;
+    for (uw_qp *q = c->qps; q; q = q->next)
+        if (q->deadline_ns && (!first || q->deadline_ns < first))
+            first = q->deadline_ns;
+    struct itimerspec its;
+    memset(&its, 0, sizeof(its));
+    if (first) {
+        /* Absolute CLOCK_MONOTONIC, the clock of uw__now_ns(). */
+        its.it_value.tv_sec = (time_t)(first / 1000000000u);
+        its.it_value.tv_nsec = (long)(first % 1000000000u);
+    }
+    timerfd_settime(c->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static void event_simple(uw_qp *qp, int type, int err)
+{
+    uw_cm_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.type = type;
+    ev.qp = qp;
+    ev.err = err;
+    ev.mpa = qp->mpa;
+    ev.peer = qp->peer;
+    uw__event_push(qp->ctx, &ev);
+}
+
+static void close_fd(uw_qp *qp)
+{
+    if (qp->fd >= 0) {
+        close(qp->fd);
+        qp->fd = -1;
+        qp->epmask = 0;
+    }
+}
+
+/* The connection is over for err (0: graceful). Reports it once and flushes. */
+static void qp_fail(uw_qp *qp, int err)
+{
+    bool startup = qp->cm != UW__CM_RTS || qp->deadline_ns || qp->setup_failed;
+    uw_listener *l = qp->listener;
+    if (l && qp->cm < UW__CM_WAIT_ACCEPT) {
+        /* Never seen by the application: report on the listener, then free. */
+        uw_cm_event ev;
+        memset(&ev, 0, sizeof(ev));
+        ev.type = UW_CM_CONNECT_ERROR;
+        ev.listener = l;
+        ev.err = err;
+        ev.peer = qp->peer;
+        uw__log(qp->ctx, UW_LOG_WARN, "listener: startup failed: %s", uw_strerror(err));
+        uw__event_push(qp->ctx, &ev);
+        uw_qp_destroy(qp);
+        return;
+    }
+    close_fd(qp);
+    qp->cm = UW__CM_CLOSED;
+    qp->deadline_ns = 0;
+    if (!qp->closed_reported && !qp->term_reported) {
+        qp->closed_reported = true;
+        if (err == UW_ETERM_RECEIVED)
+            ;
+        else if (startup)
+            event_simple(qp, UW_CM_CONNECT_ERROR, err);
+        else
+            event_simple(qp, UW_CM_CONN_ERROR, err);
+    }
+    uw__qp_flush(qp, err ? err : UW_ECANCELED);
+    qp->state = err ? UW_QPS_ERROR : UW_QPS_CLOSED;
+}
+
+/* A Terminate we queued has been written: report it and close our side. */
+static void term_written(uw_qp *qp)
+{
+    if (!qp->term_reported) {
+        uw_cm_event ev;
+        memset(&ev, 0, sizeof(ev));
+        ev.type = qp->setup_failed || qp->deadline_ns ? UW_CM_CONNECT_ERROR : UW_CM_TERMINATED;
+        ev.qp = qp;
+        ev.err = qp->close_err;
+        ev.term = qp->term_out.term;
+        ev.mpa = qp->mpa;
+        ev.peer = qp->peer;
+        uw__event_push(qp->ctx, &ev);
+        qp->term_reported = true;
+    }
+    shutdown(qp->fd, SHUT_WR);
+    qp->cm = UW__CM_LINGER;
+    qp->linger_silent = true;
+    qp->deadline_ns = uw__now_ns() + 2000000000u;
+    uw__qp_flush(qp, qp->close_err);
+}
+
+static int do_tx(uw_qp *qp)
+{
+    for (int round = 0; round < 64; round++) {
+        struct iovec iov[64];
+        int n = uw__qp_tx_iov(qp, iov, 64);
+        if (n <= 0)
+            break;
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(qp->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                return 0;
+            return -errno;
+        }
+        uw__qp_tx_advance(qp, (size_t)w);
+        if (qp->term_done) {
+            term_written(qp);
+            return 0;
+        }
+    }
+    /* Graceful close once everything queued has gone out. */
+    if (qp->disconnect_req && !qp->fin_sent && !qp->txf_count && !qp->dead) {
+        uw__qp_tx_pending(qp);
+        bool idle = !qp->txf_count && qp->sq_next >= qp->sq_count && qp->irq_tx >= qp->irq_count;
+        if (idle) {
+            shutdown(qp->fd, SHUT_WR);
+            qp->fin_sent = true;
+            qp->state = UW_QPS_CLOSING;
+        }
+    }
+    return 0;
+}
+
+static int do_rx(uw_qp *qp)
+{
+    for (int round = 0; round < 64 && !qp->dead; round++) {
+        struct iovec iov[UW_MAX_SGE];
+        int n = uw__qp_rx_iov(qp, iov, UW_MAX_SGE);
+        if (n <= 0)
+            return 0;
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t r = recvmsg(qp->fd, &mh, MSG_DONTWAIT);
+        if (r < 0)
+            return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
+        if (r == 0) {
+            int e = uw__qp_rx_eof(qp);
+            if (e < 0) {
+                uw__qp_terminate(qp, e, NULL, NULL);
+                return 0;
+            }
+            qp->peer_fin = true;
+            return 1;
+        }
+        int e = uw__qp_rx_advance(qp, (size_t)r);
+        if (e < 0)
+            return e == UW_ETERM_RECEIVED ? e : 0; /* our own Terminate is on its way */
+    }
+    return 0;
+}
+
+static void linger(uw_qp *qp)
+{
+    while (qp->hs_off < qp->hs_len) {
+        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off, MSG_NOSIGNAL);
+        if (w <= 0) {
+            if (w < 0 && errno == EAGAIN)
+                return;
+            break;
+        }
+        qp->hs_off += (uint32_t)w;
+    }
+    if (!qp->fin_sent) {
+        shutdown(qp->fd, SHUT_WR);
+        qp->fin_sent = true;
+        if (!qp->deadline_ns)
+            qp->deadline_ns = uw__now_ns() + 2000000000u;
+    }
+    /* Read until the peer closes, so that closing never resets what we sent. */
+    char sink[4096];
+    for (;;) {
+        ssize_t r = recv(qp->fd, sink, sizeof(sink), MSG_DONTWAIT);
+        if (r > 0)
+            continue;
+        if (r < 0 && errno == EAGAIN)
+            return;
+        break;
+    }
+    int err = qp->close_err;
+    if (qp->listener && qp->cm == UW__CM_LINGER && qp->state != UW_QPS_CLOSED) {
+        qp_fail(qp, err ? err : UW_ECONNABORTED);
+        return;
+    }
+    close_fd(qp);
+    qp->cm = UW__CM_CLOSED;
+    qp->deadline_ns = 0;
+}
+
+static void service(uw_qp *qp, unsigned events)
+{
+    qp->kick = false;
+    if (qp->fd < 0)
+        return;
+    if (qp->cm == UW__CM_LINGER) {
+        linger(qp);
+        uw__qp_update_io(qp);
+        return;
+    }
+    if (qp->cm < UW__CM_WAIT_ACCEPT && qp->cm != UW__CM_IDLE) {
+        int r = uw__cm_handshake(qp, events);
+        if (r < 0) {
+            qp_fail(qp, r);
+            return;
+        }
+        if (qp->cm == UW__CM_LINGER) {
+            linger(qp);
+            uw__qp_update_io(qp);
+            return;
+        }
+        if (qp->cm != UW__CM_RTS) {
+            uw__qp_update_io(qp);
+            return;
+        }
+        if (qp->rx.st_head < qp->rx.st_tail) {
+            /* FPDUs that came with the Reply. */
+            int e = uw__qp_rx_advance(qp, 0);
+            if (e == UW_ETERM_RECEIVED) {
+                qp_fail(qp, e);
+                return;
+            }
+        }
+    }
+    if (qp->cm != UW__CM_RTS)
+        return;
+    /* The responder's Reply goes out before any FPDU. */
+    while (qp->hs_off < qp->hs_len) {
+        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EAGAIN) {
+                uw__qp_update_io(qp);
+                return;
+            }
+            qp_fail(qp, -errno);
+            return;
+        }
+        qp->hs_off += (uint32_t)w;
+    }
+    int r = do_rx(qp);
+    if (r < 0) {
+        qp_fail(qp, r);
+        return;
+    }
+    if (qp->cm != UW__CM_RTS)
+        return;
+    r = do_tx(qp);
+    if (r < 0) {
+        qp_fail(qp, r);
+        return;
+    }
+    if (qp->cm != UW__CM_RTS) {
+        uw__qp_update_io(qp);
+        return;
+    }
+    if (qp->peer_fin && !qp->disc_reported && !qp->dead) {
+        qp->disc_reported = true;
+        event_simple(qp, UW_CM_DISCONNECTED, 0);
+    }
+    if (qp->peer_fin && qp->fin_sent) {
+        close_fd(qp);
+        qp->cm = UW__CM_CLOSED;
+        uw__qp_flush(qp, UW_ECANCELED);
+        qp->state = UW_QPS_CLOSED;
+        return;
+    }
+    uw__qp_update_io(qp);
+}
+
+static void timers(uw_ctx *c)
+{
+    uint64_t now = uw__now_ns();
+    for (uw_qp *q = c->qps, *next; q; q = next) {
+        next = q->next;
+        if (!q->deadline_ns || q->deadline_ns > now)
+            continue;
+        q->deadline_ns = 0;
+        if (q->cm == UW__CM_LINGER) {
+            close_fd(q);
+            q->cm = UW__CM_CLOSED;
+            if (q->listener && q->state != UW_QPS_CLOSED)
+                qp_fail(q, q->close_err ? q->close_err : UW_ETIMEDOUT);
+            continue;
+        }
+        uw__log(c, UW_LOG_WARN, "QP[%u]: connection setup timed out", q->id);
+        q->deadline_ns = 1; /* marks "during startup" for qp_fail */
+        qp_fail(q, UW_ETIMEDOUT);
+    }
+}
+
+int uw_ctx_progress(uw_ctx *c)
+{
+    if (!c)
+        return UW_EINVAL;
+    uint64_t before = c->produced;
+    uint64_t junk;
+    if (c->ev_armed) {
+        if (read(c->evfd, &junk, sizeof(junk)) > 0) {
+        }
+        c->ev_armed = false;
+    }
+    if (read(c->tfd, &junk, sizeof(junk)) > 0)
+        timers(c);
+    struct epoll_event evs[64];
+    int n = epoll_wait(c->epfd, evs, 64, 0);
+    for (int i = 0; i < n; i++) {
+        int *tag = evs[i].data.ptr;
+        if (!tag)
+            continue;
+        if (*tag == UW__EP_LISTENER)
+            uw__cm_accept_fd((uw_listener *)tag);
+        else
+            ((uw_qp *)tag)->kick = true, ((uw_qp *)tag)->last_events = evs[i].events;
+    }
+    for (uw_qp *q = c->qps, *next; q; q = next) {
+        next = q->next;
+        if (q->kick) {
+            unsigned e = q->last_events;
+            q->last_events = 0;
+            service(q, e);
+        }
+    }
+    timers(c);
+    uw__ctx_arm_timer(c);
+    bool more = c->ev_head != NULL;
+    for (uw_qp *q = c->qps; q && !more; q = q->next)
+        more = q->kick || (q->rx.st_head < q->rx.st_tail && !q->dead && q->cm == UW__CM_RTS);
+    if (more)
+        uw__ctx_signal(c);
+    return (int)(c->produced - before);
+}
+
+int uw_ctx_wait(uw_ctx *c, int timeout_ms)
+{
+    if (!c)
+        return UW_EINVAL;
+    struct pollfd p = {.fd = c->epfd, .events = POLLIN};
+    int r = poll(&p, 1, timeout_ms);
+    if (r < 0 && errno != EINTR)
+        return -errno;
+    return uw_ctx_progress(c);
+}
+
+int uw_disconnect(uw_qp *qp)
+{
+    if (!qp)
+        return UW_EINVAL;
+    if (qp->cm != UW__CM_RTS)
+        return qp->cm == UW__CM_CLOSED ? 0 : UW_ENOTCONN;
+    qp->disconnect_req = true;
+    qp->kick = true;
+    uw__ctx_signal(qp->ctx);
+    return 0;
+}
+
+int uw_abort(uw_qp *qp)
+{
+    if (!qp)
+        return UW_EINVAL;
+    if (qp->fd >= 0) {
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(qp->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
+    close_fd(qp);
+    qp->cm = UW__CM_CLOSED;
+    qp->deadline_ns = 0;
+    uw__qp_flush(qp, UW_ECONNABORTED);
+    return 0;
+}

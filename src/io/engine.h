@@ -1,0 +1,11 @@
+/* The I/O engine: the only place with sockets, epoll and timers. */
+#ifndef UW_IO_ENGINE_H
+#define UW_IO_ENGINE_H
+
+#include "verbs/internal.h"
+
+void uw__ctx_arm_timer(uw_ctx *c);
+void uw__cm_accept_fd(uw_listener *l);
+int uw__cm_handshake(uw_qp *qp, unsigned events);
+
+#endif

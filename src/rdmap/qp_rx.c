@@ -1,0 +1,621 @@
+/* QP receive: one resumable state machine walks each FPDU run by run
+ * (fpdu_walk.h), reads the MPA length and the DDP/RDMAP header, then lets
+ * payload land where it belongs: tagged payload in the registered region,
+ * untagged payload in the posted receive buffer. The I/O layer asks
+ * uw__qp_rx_iov() where the next octets go and reads them there directly;
+ * bytes that arrive ahead (headers, small messages) sit in a staging buffer
+ * and are copied out. The CRC is computed over the octets where they land.
+ *
+ * Checks follow RFC 5041 7 and RFC 5040 7; a fault found in the header is
+ * held until the CRC has been verified, so that a damaged segment is always
+ * reported as a CRC error (RFC 5044 8) and never acted on. Payload placed by
+ * a segment whose CRC then fails is zeroed: the consumer never sees damaged
+ * octets, only octets that were not delivered. */
+#include <string.h>
+
+#include "uwarp/crc32c.h"
+#include "verbs/internal.h"
+
+static uint32_t le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static bool paused(uw_qp *qp)
+{
+    /* At an FPDU boundary: one free slot in each CQ covers anything the next
+     * FPDU can complete. */
+    return uw__cq_full(qp->rcq) || uw__cq_full(qp->scq);
+}
+
+static void fpdu_start(uw_qp *qp)
+{
+    struct uw__rx *rx = &qp->rx;
+    rx->in_fpdu = true;
+    uw__walk_init(&rx->w, rx->pos, 0, qp->flags_rx & UW_MPA_MARKERS);
+    rx->have_run = false;
+    rx->len_known = false;
+    rx->hdr_done = false;
+    rx->hlen = 0;
+    rx->n = 0;
+    rx->crc = uw_crc32c_init();
+    rx->pending_err = 0;
+    rx->marker_bad = false;
+    rx->dest = UW__D_DISCARD;
+    rx->dptr = rx->dstart = NULL;
+    rx->small_len = 0;
+}
+
+static uint32_t plen(const struct uw__rx *rx)
+{
+    return rx->n - rx->hlen;
+}
+
+static struct uw__swqe *orq_head(uw_qp *qp)
+{
+    for (uint32_t i = 0; i < qp->sq_count; i++) {
+        struct uw__swqe *q = &qp->sq[(qp->sq_head + i) % qp->sq_cap];
+        if (q->state == UW__WQE_WAIT_RESP)
+            return q;
+    }
+    return NULL;
+}
+
+/* A tagged target: the region named by stag must hold [to, to+len) with the
+ * rights given. Codes per RFC 5041 7.2 (DDP) and RFC 5040 7.1 (RDMAP). */
+static int tagged_target(uw_qp *qp, uint32_t stag, uint64_t to, uint32_t len, unsigned need,
+                         bool rdmap, uint8_t **out)
+{
+    uw_mr *mr = uw__mr_lookup(qp->ctx, stag);
+    if (!mr || !mr->valid)
+        return rdmap ? UW_ERDMAP_STAG : UW_EDDP_STAG;
+    if (mr->pd != qp->pd)
+        return rdmap ? UW_ERDMAP_PD : UW_EDDP_PD;
+    if ((mr->access & need) != need)
+        return UW_ERDMAP_ACCESS;
+    if (to + len < to)
+        return rdmap ? UW_ERDMAP_TO_WRAP : UW_EDDP_TO_WRAP;
+    uint64_t base = (uint64_t)(uintptr_t)mr->addr;
+    if (to < base || to + len > base + mr->len)
+        return rdmap ? UW_ERDMAP_BOUNDS : UW_EDDP_BOUNDS;
+    *out = mr->addr + (to - base);
+    return 0;
+}
+
+static bool untagged_op_ok(uint8_t op, uint32_t qn)
+{
+    switch (op) {
+    case UW__OP_READ_REQ: return qn == UW__QN_READ;
+    case UW__OP_SEND: case UW__OP_SEND_INV: case UW__OP_SEND_SE: case UW__OP_SEND_SE_INV:
+        return qn == UW__QN_SEND;
+    case UW__OP_TERMINATE: return qn == UW__QN_TERM;
+    default: return false;
+    }
+}
+
+/* The header is complete: validate it and choose where the payload goes.
+ * Returns a fault to report after the CRC check, or 0. */
+static int header_done(uw_qp *qp)
+{
+    struct uw__rx *rx = &qp->rx;
+    uw__ddp_hdr *h = &rx->h;
+    uw__ddp_hdr_decode(rx->hdr + 2, rx->hlen, h);
+    uint32_t len = plen(rx);
+    if (h->dv != (qp->mpa.ddp_version ? 1 : 0))
+        return UW_EDDP_VERSION;
+    if (h->rv != 1)
+        return UW_ERDMAP_VERSION;
+    if (h->tagged) {
+        if (h->opcode != UW__OP_WRITE && h->opcode != UW__OP_READ_RESP)
+            return UW_ERDMAP_OPCODE;
+        if (h->opcode == UW__OP_WRITE) {
+            if (qp->rtr_pending_rx) {
+                /* RFC 6581 7.1: the zero-length Write RTR places nothing. */
+                if (!(qp->mpa.rtr & UW_MPA_RTR_WRITE) || len || !h->last)
+                    return UW_EMPA_RTR_MISSING;
+                return 0;
+            }
+            if (len == 0)
+                return 0;
+            rx->dest = UW__D_MEM;
+            return tagged_target(qp, h->stag, h->to, len,
+                                 UW_ACCESS_REMOTE_WRITE | UW_ACCESS_LOCAL_WRITE, false, &rx->dptr);
+        }
+        if (qp->rtr_pending_rx)
+            return UW_EMPA_RTR_MISSING;
+        if (qp->rtr_read_out)
+            return len == 0 && h->last ? 0 : UW_ERDMAP_UNEXPECTED;
+        struct uw__swqe *q = orq_head(qp);
+        if (!q)
+            return UW_ERDMAP_UNEXPECTED;
+        uint32_t sink = q->len ? q->sge[0].lkey : 0;
+        uint64_t to = (q->len ? q->sge[0].addr : 0) + qp->read_resp_off;
+        if (h->stag != sink || h->to != to || len > q->len - qp->read_resp_off)
+            return UW_ERDMAP_UNEXPECTED;
+        if (len == 0)
+            return 0;
+        rx->dest = UW__D_MEM;
+        return tagged_target(qp, h->stag, h->to, len, UW_ACCESS_LOCAL_WRITE, false, &rx->dptr);
+    }
+    if (h->qn > UW__QN_TERM)
+        return UW_EDDP_QN;
+    if (!untagged_op_ok(h->opcode, h->qn))
+        return UW_ERDMAP_OPCODE;
+    if (h->msn != qp->msn_rx[h->qn])
+        return UW_EDDP_MSN;
+    uint32_t mo_expect = h->qn == UW__QN_SEND ? qp->rq_msg_off : 0;
+    if (h->mo != mo_expect)
+        return UW_EDDP_MO;
+    if (qp->rtr_pending_rx) {
+        if (h->qn == UW__QN_SEND && (qp->mpa.rtr & UW_MPA_RTR_SEND) && len == 0 && h->last)
+            return 0; /* the Send RTR: consumes no receive buffer */
+        if (h->qn != UW__QN_READ || !(qp->mpa.rtr & UW_MPA_RTR_READ))
+            return h->qn == UW__QN_TERM ? 0 : UW_EMPA_RTR_MISSING;
+    }
+    if (h->qn == UW__QN_SEND) {
+        if (!qp->rq_count)
+            return UW_EDDP_NOBUF;
+        struct uw__rwqe *r = &qp->rq[qp->rq_head];
+        if ((uint64_t)h->mo + len > r->len)
+            return UW_EDDP_TOO_LONG;
+        rx->dest = UW__D_RECV;
+        rx->rwqe = r;
+        rx->rmo = rx->rstart = h->mo;
+        return 0;
+    }
+    if (h->qn == UW__QN_READ && (len != UW__READ_REQ_LEN || !h->last))
+        return UW_EDDP_TOO_LONG;
+    if (h->qn == UW__QN_TERM && !h->last)
+        return UW_ERDMAP_OPCODE;
+    rx->dest = UW__D_SMALL;
+    return 0;
+}
+
+/* Copies staged payload octets to their destination. */
+static void place(uw_qp *qp, const uint8_t *p, uint32_t n)
+{
+    struct uw__rx *rx = &qp->rx;
+    switch (rx->dest) {
+    case UW__D_MEM:
+        if (!rx->dstart)
+            rx->dstart = rx->dptr;
+        memcpy(rx->dptr, p, n);
+        rx->dptr += n;
+        break;
+    case UW__D_RECV: {
+        struct uw__rwqe *r = rx->rwqe;
+        uint32_t off = rx->rmo;
+        for (int i = 0; i < r->wr.num_sge && n; i++) {
+            if (off >= r->sge[i].length) {
+                off -= r->sge[i].length;
+                continue;
+            }
+            uint32_t take = r->sge[i].length - off;
+            if (take > n)
+                take = n;
+            memcpy((uint8_t *)(uintptr_t)(r->sge[i].addr + off), p, take);
+            p += take;
+            n -= take;
+            rx->rmo += take;
+            off = 0;
+        }
+        break;
+    }
+    case UW__D_SMALL: {
+        uint32_t room = (uint32_t)sizeof(rx->small) - rx->small_len;
+        uint32_t take = n < room ? n : room;
+        memcpy(rx->small + rx->small_len, p, take);
+        rx->small_len += take;
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* Zeroes what this FPDU placed: its CRC failed. */
+static void scrub(uw_qp *qp)
+{
+    struct uw__rx *rx = &qp->rx;
+    if (rx->dest == UW__D_MEM && rx->dstart)
+        memset(rx->dstart, 0, (size_t)(rx->dptr - rx->dstart));
+    if (rx->dest == UW__D_RECV && rx->rmo > rx->rstart) {
+        struct uw__rwqe *r = rx->rwqe;
+        uint32_t off = rx->rstart, n = rx->rmo - rx->rstart;
+        for (int i = 0; i < r->wr.num_sge && n; i++) {
+            if (off >= r->sge[i].length) {
+                off -= r->sge[i].length;
+                continue;
+            }
+            uint32_t take = r->sge[i].length - off;
+            if (take > n)
+                take = n;
+            memset((uint8_t *)(uintptr_t)(r->sge[i].addr + off), 0, take);
+            n -= take;
+            off = 0;
+        }
+    }
+}
+
+static int fail(uw_qp *qp, int err, bool with_hdr)
+{
+    struct uw__rx *rx = &qp->rx;
+    bool rd = with_hdr && !rx->h.tagged && rx->h.qn == UW__QN_READ &&
+              rx->small_len >= UW__READ_REQ_LEN;
+    uw__qp_terminate(qp, err, with_hdr ? &rx->h : NULL, rd ? rx->small : NULL);
+    rx->in_fpdu = false;
+    return err;
+}
+
+static int read_request(uw_qp *qp)
+{
+    struct uw__rx *rx = &qp->rx;
+    uw__read_req rr;
+    uw__read_req_decode(rx->small, &rr);
+    uint32_t ird = qp->mpa.ird;
+    if (ird == UW_MPA_NO_NEGOTIATION || ird > UW__MAX_IRD)
+        ird = UW__MAX_IRD;
+    if (qp->irq_count >= ird)
+        return UW_ERDMAP_IRD; /* RFC 5040 6.3: beyond IRD is the peer's error */
+    struct uw__irq_ent *e = &qp->irq[(qp->irq_head + qp->irq_count) % UW__MAX_IRD];
+    e->rr = rr;
+    e->off = 0;
+    e->src = NULL;
+    bool rtr = qp->rtr_pending_rx;
+    if (rtr && rr.size != 0)
+        return UW_EMPA_RTR_MISSING;
+    if (rr.size) {
+        int err = tagged_target(qp, rr.src_stag, rr.src_to, rr.size, UW_ACCESS_REMOTE_READ, true,
+                                &e->src);
+        if (err)
+            return err;
+    }
+    qp->irq_count++;
+    qp->msn_rx[UW__QN_READ]++;
+    qp->kick = true;
+    if (rtr) {
+        qp->rtr_pending_rx = false;
+        uw__cm_rtr_arrived(qp);
+    }
+    return 0;
+}
+
+static int send_done(uw_qp *qp)
+{
+    struct uw__rx *rx = &qp->rx;
+    uw__ddp_hdr *h = &rx->h;
+    if (qp->rtr_pending_rx) {
+        qp->msn_rx[UW__QN_SEND]++;
+        qp->rtr_pending_rx = false;
+        uw__cm_rtr_arrived(qp);
+        return 0;
+    }
+    qp->rq_msg_off = rx->rmo;
+    if (!h->last)
+        return 0;
+    uw_wc wc = {.wr_id = rx->rwqe->wr.wr_id, .status = UW_WC_SUCCESS, .opcode = UW_WC_RECV,
+                .byte_len = qp->rq_msg_off, .qp = qp};
+    if (h->opcode == UW__OP_SEND_SE || h->opcode == UW__OP_SEND_SE_INV)
+        wc.flags |= UW_WC_SOLICITED;
+    if (h->opcode == UW__OP_SEND_INV || h->opcode == UW__OP_SEND_SE_INV) {
+        /* RFC 5040 6.10: invalidate before the completion is reported. */
+        uw_mr *mr = uw__mr_lookup(qp->ctx, h->stag);
+        if (!mr || mr->pd != qp->pd)
+            return UW_ERDMAP_STAG;
+        if (!(mr->access & UW_ACCESS_REMOTE_INVALIDATE))
+            return UW_ERDMAP_INVALIDATE;
+        mr->valid = false;
+        wc.flags |= UW_WC_WITH_INV;
+        wc.invalidated_stag = h->stag;
+    }
+    uw__cq_push(qp->rcq, &wc);
+    qp->rq_head = (qp->rq_head + 1) % qp->rq_cap;
+    qp->rq_count--;
+    qp->rq_msg_off = 0;
+    qp->msn_rx[UW__QN_SEND]++;
+    return 0;
+}
+
+static int fpdu_end(uw_qp *qp)
+{
+    struct uw__rx *rx = &qp->rx;
+    rx->in_fpdu = false;
+    rx->pos = rx->w.pos + rx->w.wire;
+    if ((qp->flags_rx & UW_MPA_CRC) && uw_crc32c_final(rx->crc) != le32(rx->crcf)) {
+        scrub(qp);
+        return fail(qp, UW_EMPA_CRC, false);
+    }
+    if (rx->marker_bad)
+        return fail(qp, UW_EMPA_MARKER, false);
+    if (!rx->hdr_done && !rx->pending_err)
+        rx->pending_err = UW_EDDP_HDR;
+    if (rx->pending_err)
+        return fail(qp, rx->pending_err, rx->hdr_done);
+    uw__ddp_hdr *h = &rx->h;
+    int err = 0;
+    if (h->tagged) {
+        if (h->opcode == UW__OP_WRITE) {
+            if (qp->rtr_pending_rx) {
+                qp->rtr_pending_rx = false;
+                uw__cm_rtr_arrived(qp);
+            }
+            return 0;
+        }
+        if (qp->rtr_read_out) {
+            qp->rtr_read_out = false;
+            qp->ord_out--;
+            qp->kick = true;
+            return 0;
+        }
+        struct uw__swqe *q = orq_head(qp);
+        qp->read_resp_off += plen(rx);
+        if (h->last) {
+            if (qp->read_resp_off != q->len)
+                return fail(qp, UW_ERDMAP_UNEXPECTED, true);
+            qp->read_resp_off = 0;
+            q->state = UW__WQE_DONE;
+            qp->ord_out--;
+            qp->kick = true;
+            uw__qp_sq_retire(qp);
+        }
+        return 0;
+    }
+    switch (h->qn) {
+    case UW__QN_SEND:
+        err = send_done(qp);
+        break;
+    case UW__QN_READ:
+        err = read_request(qp);
+        break;
+    default: {
+        uw__term_msg t;
+        if (uw__term_decode(rx->small, rx->small_len, &t) < 0) {
+            t.term = (uw_term){UW_TERM_RDMAP, 2, 0xFF};
+        }
+        qp->msn_rx[UW__QN_TERM]++;
+        qp->dead = true;
+        uw__cm_term_received(qp, &t);
+        return UW_ETERM_RECEIVED;
+    }
+    }
+    if (err)
+        return fail(qp, err, true);
+    return 0;
+}
+
+/* Octets of the ULPDU that belong to the DDP header. */
+static uint32_t hdr_want(const struct uw__rx *rx)
+{
+    return rx->hlen ? rx->hlen : 2;
+}
+
+/* Consumes up to len staged octets; returns how many, or a fatal error. */
+static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used)
+{
+    struct uw__rx *rx = &qp->rx;
+    bool want_crc = qp->flags_rx & UW_MPA_CRC;
+    *used = 0;
+    while (len) {
+        if (!rx->in_fpdu) {
+            if (qp->dead || paused(qp))
+                return 0;
+            fpdu_start(qp);
+        }
+        if (!rx->have_run) {
+            if (!uw__walk_next(&rx->w, &rx->run)) {
+                int r = fpdu_end(qp);
+                if (r < 0)
+                    return r;
+                continue;
+            }
+            rx->have_run = true;
+            rx->run_off = 0;
+        }
+        uw__run *run = &rx->run;
+        uint32_t take = run->len - rx->run_off;
+        if (take > len)
+            take = len;
+        uint32_t lo = run->logical + rx->run_off;
+        switch (run->field) {
+        case UW__F_MARKER:
+            memcpy(rx->mark + rx->run_off, p, take);
+            break;
+        case UW__F_LEN:
+            memcpy(rx->hdr + lo, p, take);
+            break;
+        case UW__F_PAYLOAD: {
+            uint32_t u = lo - 2;
+            if (!rx->hdr_done) {
+                uint32_t want = hdr_want(rx);
+                if (want > rx->n)
+                    want = rx->n;
+                if (take > want - u)
+                    take = want - u;
+                memcpy(rx->hdr + 2 + u, p, take);
+                if (u + take == 2 && !rx->hlen)
+                    rx->hlen = (uint32_t)uw__ddp_hlen(rx->hdr[2]);
+                if (rx->hlen && u + take >= rx->hlen) {
+                    rx->hdr_done = true;
+                    rx->pending_err = header_done(qp);
+                    if (rx->pending_err)
+                        rx->dest = UW__D_DISCARD;
+                } else if (u + take == rx->n) {
+                    /* The ULPDU ends inside the header. */
+                    rx->pending_err = UW_EDDP_HDR;
+                }
+            } else {
+                place(qp, p, take);
+            }
+            break;
+        }
+        case UW__F_CRC:
+            memcpy(rx->crcf + rx->run_off, p, take);
+            break;
+        default:
+            break;
+        }
+        if (want_crc && run->in_crc)
+            rx->crc = uw_crc32c_update(rx->crc, p, take);
+        rx->run_off += take;
+        p += take;
+        len -= take;
+        *used += take;
+        if (run->field == UW__F_LEN && rx->run_off == run->len && run->logical + run->len == 2) {
+            rx->n = (uint32_t)rx->hdr[0] << 8 | rx->hdr[1];
+            uw__walk_set_len(&rx->w, rx->n);
+            rx->len_known = true;
+        }
+        if (rx->run_off == run->len) {
+            rx->have_run = false;
+            /* RFC 5044 4.2: the two low FPDUPTR bits are treated as zero. */
+            if (run->field == UW__F_MARKER &&
+                (((uint32_t)rx->mark[2] << 8 | rx->mark[3]) & ~3u) != (run->fpduptr & ~3u))
+                rx->marker_bad = true;
+            /* The FPDU is complete: act on it now, not when more arrives. */
+            if (rx->len_known && rx->w.logical >= rx->w.bound[3]) {
+                int r = fpdu_end(qp);
+                if (r < 0)
+                    return r;
+            }
+        }
+    }
+    return 0;
+}
+
+int uw__qp_rx_iov(uw_qp *qp, struct iovec *iov, int cap)
+{
+    struct uw__rx *rx = &qp->rx;
+    if (qp->dead || cap < 1)
+        return 0;
+    if (rx->st_head == rx->st_tail)
+        rx->st_head = rx->st_tail = 0;
+    /* Payload with nothing staged: read it where it belongs. */
+    if (rx->st_head == rx->st_tail && rx->in_fpdu && rx->have_run &&
+        rx->run.field == UW__F_PAYLOAD && rx->hdr_done &&
+        (rx->dest == UW__D_MEM || rx->dest == UW__D_RECV)) {
+        uint32_t n = rx->run.len - rx->run_off;
+        if (rx->dest == UW__D_MEM) {
+            iov[0].iov_base = rx->dptr;
+            iov[0].iov_len = n;
+            return 1;
+        }
+        struct uw__rwqe *r = rx->rwqe;
+        uint32_t off = rx->rmo;
+        int k = 0;
+        for (int i = 0; i < r->wr.num_sge && n && k < cap; i++) {
+            if (off >= r->sge[i].length) {
+                off -= r->sge[i].length;
+                continue;
+            }
+            uint32_t take = r->sge[i].length - off;
+            if (take > n)
+                take = n;
+            iov[k].iov_base = (uint8_t *)(uintptr_t)(r->sge[i].addr + off);
+            iov[k].iov_len = take;
+            k++;
+            n -= take;
+            off = 0;
+        }
+        return k;
+    }
+    if (!rx->in_fpdu && rx->st_head == rx->st_tail && paused(qp))
+        return 0;
+    if (rx->st_tail == UW__RX_STAGE) {
+        memmove(rx->stage, rx->stage + rx->st_head, rx->st_tail - rx->st_head);
+        rx->st_tail -= rx->st_head;
+        rx->st_head = 0;
+    }
+    iov[0].iov_base = rx->stage + rx->st_tail;
+    iov[0].iov_len = UW__RX_STAGE - rx->st_tail;
+    return iov[0].iov_len ? 1 : 0;
+}
+
+static int drain_stage(uw_qp *qp)
+{
+    struct uw__rx *rx = &qp->rx;
+    while (rx->st_head < rx->st_tail) {
+        uint32_t used;
+        int r = consume(qp, rx->stage + rx->st_head, rx->st_tail - rx->st_head, &used);
+        rx->st_head += used;
+        if (r < 0)
+            return r;
+        if (!used)
+            break; /* paused on a full CQ, or dead */
+    }
+    return 0;
+}
+
+int uw__qp_rx_advance(uw_qp *qp, size_t n)
+{
+    struct uw__rx *rx = &qp->rx;
+    bool direct = rx->st_head == rx->st_tail && rx->in_fpdu && rx->have_run &&
+                  rx->run.field == UW__F_PAYLOAD && rx->hdr_done &&
+                  (rx->dest == UW__D_MEM || rx->dest == UW__D_RECV);
+    if (!direct) {
+        rx->st_tail += (uint32_t)n;
+        return drain_stage(qp);
+    }
+    /* The octets are already in place: fold them into the CRC and move on. */
+    bool want_crc = qp->flags_rx & UW_MPA_CRC;
+    uint32_t k = (uint32_t)n;
+    if (rx->dest == UW__D_MEM) {
+        if (!rx->dstart)
+            rx->dstart = rx->dptr;
+        if (want_crc)
+            rx->crc = uw_crc32c_update(rx->crc, rx->dptr, k);
+        rx->dptr += k;
+    } else {
+        struct uw__rwqe *r = rx->rwqe;
+        uint32_t off = rx->rmo, left = k;
+        for (int i = 0; i < r->wr.num_sge && left; i++) {
+            if (off >= r->sge[i].length) {
+                off -= r->sge[i].length;
+                continue;
+            }
+            uint32_t take = r->sge[i].length - off;
+            if (take > left)
+                take = left;
+            if (want_crc)
+                rx->crc = uw_crc32c_update(rx->crc, (uint8_t *)(uintptr_t)(r->sge[i].addr + off),
+                                           take);
+            left -= take;
+            off = 0;
+        }
+        rx->rmo += k;
+    }
+    rx->run_off += k;
+    if (rx->run_off == rx->run.len)
+        rx->have_run = false;
+    return drain_stage(qp);
+}
+
+int uw__qp_rx_feed(uw_qp *qp, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+    while (len) {
+        struct iovec iov[UW_MAX_SGE];
+        int k = uw__qp_rx_iov(qp, iov, UW_MAX_SGE);
+        if (k <= 0)
+            return qp->dead ? UW_EPIPE : UW_ENOBUFS;
+        size_t got = 0;
+        for (int i = 0; i < k && len; i++) {
+            size_t t = iov[i].iov_len < len ? iov[i].iov_len : len;
+            memcpy(iov[i].iov_base, p, t);
+            p += t;
+            len -= t;
+            got += t;
+        }
+        int r = uw__qp_rx_advance(qp, got);
+        if (r < 0)
+            return r;
+    }
+    return 0;
+}
+
+int uw__qp_rx_eof(uw_qp *qp)
+{
+    struct uw__rx *rx = &qp->rx;
+    if (rx->in_fpdu || rx->st_head != rx->st_tail)
+        return UW_EMPA_TRUNCATED;
+    return 0;
+}

@@ -1,0 +1,285 @@
+/* Internal object layouts shared by the verbs layer (objects, MR table, CQ),
+ * the QP protocol core (qp_tx.c, qp_rx.c: no sockets) and the I/O engine
+ * (io/engine.c, io/cm.c: sockets, epoll, timers). */
+#ifndef UW_VERBS_INTERNAL_H
+#define UW_VERBS_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "mpa/fpdu_walk.h"
+#include "rdmap/wire.h"
+#include "uwarp/verbs.h"
+
+#define UW__MAX_IRD 128u
+#define UW__TX_FRAMES 32u   /* FPDUs built ahead of the socket */
+#define UW__TX_IOV 1024u    /* IOV_MAX */
+#define UW__RX_STAGE (16u * 1024u)
+/* iovecs one FPDU needs: header, scatter list, trailer; each marker can split
+ * a run in two and adds itself. */
+#define UW__TXF_IOV_PLAIN (UW_MAX_SGE + 8u)
+#define UW__TXF_IOV_MARKERS (2u * UW__MAX_MARKERS + UW_MAX_SGE + 8u)
+
+struct uw__evnode {
+    struct uw__evnode *next;
+    uw_cm_event ev;
+};
+
+struct uw_ctx {
+    uw_allocator alloc;
+    uw_log_fn log;
+    void *log_ud;
+    int log_level;
+    int epfd, evfd, tfd;
+    bool ev_armed; /* evfd currently readable */
+    unsigned npd, ncq, nqp, nlisten;
+    unsigned next_id;
+    uint64_t produced;    /* completions + events queued, for progress counts */
+    struct uw__evnode *ev_head, *ev_tail;
+    uw_qp *qps;        /* every QP, for timers and kicks */
+    /* STag table: index = stag >> 8, key = stag & 0xFF. */
+    uw_mr **mrs;
+    uint8_t *mr_key;
+    uint32_t mr_cap, mr_free_hint;
+};
+
+struct uw_pd {
+    uw_ctx *ctx;
+    unsigned nmr, nqp;
+    unsigned id;
+};
+
+struct uw_mr {
+    uw_pd *pd;
+    uint8_t *addr;
+    uint64_t len;
+    unsigned access;
+    uint32_t stag;
+    bool valid;
+};
+
+struct uw_cq {
+    uw_ctx *ctx;
+    uw_wc *ring;
+    uint32_t cap, head, count;
+    unsigned nqp;
+};
+
+/* A posted send-queue request. */
+enum { UW__WQE_QUEUED = 0, UW__WQE_SENDING = 1, UW__WQE_WAIT_RESP = 2, UW__WQE_DONE = 3 };
+
+struct uw__swqe {
+    uw_send_wr wr;
+    uw_sge sge[UW_MAX_SGE];
+    uint32_t len;   /* payload octets */
+    uint32_t off;   /* octets already segmented */
+    uint32_t msn;   /* untagged: message number */
+    int state;
+    int status;
+    int err;
+    bool signaled;
+};
+
+struct uw__rwqe {
+    uw_recv_wr wr;
+    uw_sge sge[UW_MAX_SGE];
+    uint32_t len;
+};
+
+/* An inbound RDMA Read being answered (the IRD queue). */
+struct uw__irq_ent {
+    uw__read_req rr;
+    uint8_t *src;   /* validated source memory */
+    uint32_t off;
+};
+
+/* One FPDU built for transmission. */
+struct uw__txf {
+    uw_mpa_fpdu fp;
+    uint8_t hdr[UW__DDP_UNTAGGED_HLEN + UW__TERM_MAX_LEN];
+    struct iovec *iov; /* UW__TXF_IOV_* entries in qp->txiov */
+    uint16_t iovcnt;
+    uint32_t wire_len;
+    int kind;          /* what finishing it completes: enum below */
+    uint32_t ref;      /* SQ index or IRQ index */
+};
+enum { UW__TXK_NONE = 0, UW__TXK_SQ_LAST = 1, UW__TXK_IRQ_LAST = 2, UW__TXK_TERM = 3,
+       UW__TXK_READREQ = 4 };
+
+enum uw__cm_state {
+    UW__CM_IDLE = 0,
+    UW__CM_CONNECTING,    /* TCP connect in progress */
+    UW__CM_WAIT_REPLY,    /* initiator: Request sent */
+    UW__CM_WAIT_REQUEST,  /* responder: reading the Request */
+    UW__CM_WAIT_ACCEPT,   /* responder: CONNECT_REQUEST raised */
+    UW__CM_SEND_REPLY,    /* responder: Reply being written */
+    UW__CM_RTS,
+    UW__CM_LINGER,        /* writing out a final frame (reject, Terminate) before closing */
+    UW__CM_CLOSED,
+};
+
+/* Receive state of the FPDU in progress (qp_rx.c). */
+struct uw__rx {
+    uint32_t pos;         /* stream position of the next octet */
+    bool in_fpdu;
+    uw__walk w;
+    uw__run run;
+    uint32_t run_off;
+    bool have_run, len_known;
+    uint32_t n;           /* ULPDU_Length */
+    uint32_t crc;
+    uint8_t hdr[2 + UW__DDP_UNTAGGED_HLEN];
+    uint32_t hlen;        /* DDP header length once known */
+    uw__ddp_hdr h;
+    bool hdr_done;
+    int pending_err;      /* a DDP/RDMAP fault, reported once the CRC is good */
+    bool marker_bad;
+    uint8_t mark[4], crcf[4];
+    /* Where payload goes: kind and cursor. */
+    int dest;             /* enum below */
+    uint8_t *dptr;        /* DEST_MEM: next octet */
+    uint8_t *dstart;      /* DEST_MEM: first octet placed by this FPDU (scrub on CRC error) */
+    struct uw__rwqe *rwqe;  /* DEST_RECV */
+    uint32_t rmo;         /* DEST_RECV: message offset of the next octet */
+    uint32_t rstart;      /* DEST_RECV: MO of the first octet placed by this FPDU */
+    uint8_t small[UW__TERM_MAX_LEN + 64]; /* DEST_SMALL: Read Request, Terminate */
+    uint32_t small_len;
+    /* Staged octets not yet consumed. */
+    uint8_t *stage;
+    uint32_t st_head, st_tail;
+};
+enum { UW__D_DISCARD = 0, UW__D_MEM = 1, UW__D_RECV = 2, UW__D_SMALL = 3 };
+
+struct uw_qp {
+    int tag;              /* UW__EP_QP: first, as the epoll data names it */
+    uw_ctx *ctx;
+    uw_pd *pd;
+    uw_cq *scq, *rcq;
+    uw_qp *next;          /* ctx->qps list */
+    unsigned id;
+    void *user;
+    int state;            /* enum uw_qp_state */
+    bool sq_sig_all;
+    int fd;
+    unsigned epmask;      /* events registered with epoll */
+    bool kick;            /* work to do without socket readiness */
+    unsigned last_events; /* epoll events not yet serviced */
+
+    /* Connection management (io/cm.c). */
+    int cm;
+    uw_listener *listener;
+    uw_conn_param param;
+    uint8_t param_pd[UW_MPA_MAX_PD];
+    uw_mpa_policy pol;
+    uw_mpa_frame req, rep;
+    uw_mpa_frame_parser parser;
+    uint8_t hs_out[UW_MPA_FRAME_HDR_LEN + UW_MPA_MAX_PD];
+    uint32_t hs_len, hs_off;
+    uint64_t deadline_ns; /* startup timeout; 0 = none */
+    uw_mpa_params mpa;
+    bool rtr_pending_rx;  /* responder in p2p: nothing is sent until the RTR arrives */
+    bool rtr_pending_tx;  /* initiator in p2p: the RTR goes first */
+    bool peer_fin, local_fin, fin_sent, disconnect_req, disc_reported;
+    int close_err;
+    bool setup_failed;    /* the initiator Terminates a Reply it cannot use */
+    bool term_reported, linger_silent, closed_reported;
+    uint64_t produced;    /* unused */
+    struct sockaddr_storage peer;
+
+    /* Transmit (qp_tx.c). */
+    unsigned flags_tx;    /* UW_MPA_CRC | UW_MPA_MARKERS */
+    uint32_t mulpdu;
+    uint32_t tx_pos;      /* stream position of the next FPDU built */
+    uint32_t msn_tx[3];   /* next MSN per queue */
+    struct uw__swqe *sq;
+    uint32_t sq_cap, sq_head, sq_count, sq_next; /* sq_next: next to segment (index offset) */
+    uint32_t ord_out;     /* Read Requests on the wire awaiting their Response */
+    struct uw__txf *txf;
+    struct iovec *txiov;
+    uint32_t txf_iov;     /* iovecs per frame */
+    int tx_cur;           /* message being segmented: 0 none, 1 SQ, 2 IRQ */
+    uint32_t irq_tx;      /* IRQ entries (from irq_head) fully built */
+    uint32_t txf_head, txf_count, txf_off; /* txf_off: octets of the head frame written */
+    bool term_queued, term_sent, term_done; /* queued, built, written */
+    bool rtr_read_out;    /* our Read RTR awaits its zero-length Response */
+    uw__term_msg term_out;
+
+    /* Receive (qp_rx.c). */
+    unsigned flags_rx;
+    struct uw__rwqe *rq;
+    uint32_t rq_cap, rq_head, rq_count;
+    uint32_t msn_rx[3];   /* next expected MSN per queue */
+    uint32_t rq_msg_off;  /* octets of the current Send placed so far */
+    struct uw__irq_ent irq[UW__MAX_IRD];
+    uint32_t irq_head, irq_count;
+    uint32_t read_resp_off; /* octets of the current Read Response received */
+    struct uw__rx rx;
+    bool dead;            /* Terminate sent or received: process nothing more */
+};
+
+struct uw_listener {
+    int tag;              /* UW__EP_LISTENER */
+    uw_ctx *ctx;
+    int fd;
+    uw_qp_attr qp_attr;
+    uw_conn_param param;
+    uint8_t param_pd[UW_MPA_MAX_PD];
+    unsigned npending;
+};
+
+/* Objects of the engine's epoll set start with one of these tags. */
+enum { UW__EP_QP = 1, UW__EP_LISTENER = 2 };
+
+/* verbs/objects.c */
+void uw__log(uw_ctx *ctx, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+int uw__cq_push(uw_cq *cq, const uw_wc *wc);
+bool uw__cq_full(const uw_cq *cq);
+void uw__ctx_signal(uw_ctx *ctx);
+int uw__event_push(uw_ctx *ctx, const uw_cm_event *ev);
+uw_mr *uw__mr_lookup(uw_ctx *ctx, uint32_t stag);
+uint64_t uw__now_ns(void);
+
+/* verbs/qp_core.c: connection-independent QP setup used by the engine. */
+int uw__qp_alloc(uw_ctx *ctx, const uw_qp_attr *attr, uw_qp **out);
+/* Enters RTS with the negotiated parameters and the transmit MULPDU. */
+void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t mulpdu,
+                  uint32_t tx_pos, uint32_t rx_pos);
+/* Moves the QP to ERROR: flushes both queues (completions with
+ * UW_WC_WR_FLUSH_ERR). */
+void uw__qp_flush(uw_qp *qp, int err);
+
+/* rdmap/qp_tx.c */
+/* Builds FPDUs from the queues and gathers up to cap iovecs of unsent octets.
+ * Returns the count (0: nothing to send). */
+int uw__qp_tx_iov(uw_qp *qp, struct iovec *iov, int cap);
+/* n octets of what uw__qp_tx_iov() offered were written. */
+void uw__qp_tx_advance(uw_qp *qp, size_t n);
+bool uw__qp_tx_pending(uw_qp *qp);
+/* Queues a Terminate for fault err (found in the segment with header h, or
+ * NULL) ahead of everything not yet built; the QP is dead afterwards. */
+void uw__qp_terminate(uw_qp *qp, int err, const uw__ddp_hdr *h, const uint8_t *rdmap_hdr);
+/* Retires finished send-queue requests in order into the send CQ. */
+void uw__qp_sq_retire(uw_qp *qp);
+
+/* rdmap/qp_rx.c */
+/* Where the next received octets should go; 0 = do not read now. */
+int uw__qp_rx_iov(uw_qp *qp, struct iovec *iov, int cap);
+/* n octets arrived into the iovecs last returned. Returns 0 or a fatal error
+ * (a Terminate has been queued or received; the QP is in ERROR). */
+int uw__qp_rx_advance(uw_qp *qp, size_t n);
+/* Copy-based entry point with the same state machine, for tests and fuzzing:
+ * consumes all of data (any split) unless an error stops it. */
+int uw__qp_rx_feed(uw_qp *qp, const void *data, size_t len);
+/* The stream ended (FIN): 0 at an FPDU boundary, else UW_EMPA_TRUNCATED. */
+int uw__qp_rx_eof(uw_qp *qp);
+
+/* io/engine.c, io/cm.c */
+void uw__qp_update_io(uw_qp *qp);
+/* The responder's peer-to-peer RTR has arrived: the connection is up. */
+void uw__cm_rtr_arrived(uw_qp *qp);
+void uw__cm_term_received(uw_qp *qp, const uw__term_msg *t);
+
+#endif

@@ -1,0 +1,430 @@
+/* Contexts, protection domains, the STag table, completion queues and the
+ * event queue. Nothing here touches a socket; the context's fds exist only so
+ * that the application has one thing to wait on. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/alloc.h"
+#include "verbs/internal.h"
+
+uint64_t uw__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void uw__log(uw_ctx *ctx, int level, const char *fmt, ...)
+{
+    if (!ctx->log || level > ctx->log_level)
+        return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    ctx->log(ctx->log_ud, level, buf);
+}
+
+int uw_ctx_create(uw_ctx **out, const uw_ctx_attr *attr)
+{
+    if (!out)
+        return UW_EINVAL;
+    uw_allocator a = uw__allocator(attr ? attr->alloc : NULL);
+    uw_ctx *c = a.alloc(a.ud, sizeof(*c));
+    if (!c)
+        return UW_ENOMEM;
+    memset(c, 0, sizeof(*c));
+    c->alloc = a;
+    if (attr) {
+        c->log = attr->log;
+        c->log_ud = attr->log_ud;
+        c->log_level = attr->log_level;
+    }
+    c->epfd = epoll_create1(EPOLL_CLOEXEC);
+    c->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    c->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    int err = 0;
+    if (c->epfd < 0 || c->evfd < 0 || c->tfd < 0) {
+        err = -errno;
+    } else {
+        /* data.ptr NULL marks the internal fds; both only wake the waiter. */
+        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+        if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->evfd, &ev) < 0 ||
+            epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->tfd, &ev) < 0)
+            err = -errno;
+    }
+    if (err) {
+        if (c->epfd >= 0)
+            close(c->epfd);
+        if (c->evfd >= 0)
+            close(c->evfd);
+        if (c->tfd >= 0)
+            close(c->tfd);
+        a.free(a.ud, c);
+        return err;
+    }
+    *out = c;
+    return 0;
+}
+
+int uw_ctx_destroy(uw_ctx *c)
+{
+    if (!c)
+        return UW_EINVAL;
+    if (c->npd || c->ncq || c->nqp || c->nlisten)
+        return UW_EBUSY;
+    for (struct uw__evnode *n = c->ev_head; n;) {
+        struct uw__evnode *next = n->next;
+        c->alloc.free(c->alloc.ud, n);
+        n = next;
+    }
+    close(c->epfd);
+    close(c->evfd);
+    close(c->tfd);
+    c->alloc.free(c->alloc.ud, c->mrs);
+    c->alloc.free(c->alloc.ud, c->mr_key);
+    c->alloc.free(c->alloc.ud, c);
+    return 0;
+}
+
+int uw_ctx_fd(const uw_ctx *c)
+{
+    return c ? c->epfd : UW_EINVAL;
+}
+
+/* Keeps the eventfd readable while completions, events or internal work are
+ * pending, so that a caller polling the context fd never sleeps on them. */
+void uw__ctx_signal(uw_ctx *c)
+{
+    if (c->ev_armed)
+        return;
+    uint64_t one = 1;
+    if (write(c->evfd, &one, sizeof(one)) == sizeof(one))
+        c->ev_armed = true;
+}
+
+int uw__event_push(uw_ctx *c, const uw_cm_event *ev)
+{
+    struct uw__evnode *n = c->alloc.alloc(c->alloc.ud, sizeof(*n));
+    if (!n)
+        return UW_ENOMEM;
+    n->next = NULL;
+    n->ev = *ev;
+    if (c->ev_tail)
+        c->ev_tail->next = n;
+    else
+        c->ev_head = n;
+    c->ev_tail = n;
+    c->produced++;
+    uw__ctx_signal(c);
+    return 0;
+}
+
+int uw_cm_get_event(uw_ctx *c, uw_cm_event *ev)
+{
+    if (!c || !ev)
+        return UW_EINVAL;
+    if (!c->ev_head)
+        uw_ctx_progress(c);
+    struct uw__evnode *n = c->ev_head;
+    if (!n)
+        return 0;
+    c->ev_head = n->next;
+    if (!c->ev_head)
+        c->ev_tail = NULL;
+    *ev = n->ev;
+    c->alloc.free(c->alloc.ud, n);
+    return 1;
+}
+
+int uw_cm_wait_event(uw_ctx *c, uw_cm_event *ev, int timeout_ms)
+{
+    if (!c || !ev)
+        return UW_EINVAL;
+    uint64_t end = timeout_ms < 0 ? 0 : uw__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    for (;;) {
+        int r = uw_cm_get_event(c, ev);
+        if (r != 0)
+            return r;
+        int left = -1;
+        if (timeout_ms >= 0) {
+            uint64_t now = uw__now_ns();
+            if (now >= end)
+                return UW_ETIMEDOUT;
+            left = (int)((end - now + 999999u) / 1000000u);
+        }
+        r = uw_ctx_wait(c, left);
+        if (r < 0)
+            return r;
+    }
+}
+
+const char *uw_cm_event_name(int type)
+{
+    switch (type) {
+    case UW_CM_CONNECT_REQUEST: return "CONNECT_REQUEST";
+    case UW_CM_ESTABLISHED: return "ESTABLISHED";
+    case UW_CM_REJECTED: return "REJECTED";
+    case UW_CM_CONNECT_ERROR: return "CONNECT_ERROR";
+    case UW_CM_DISCONNECTED: return "DISCONNECTED";
+    case UW_CM_TERMINATED: return "TERMINATED";
+    case UW_CM_CONN_ERROR: return "CONN_ERROR";
+    default: return "UNKNOWN";
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+
+int uw_pd_alloc(uw_ctx *c, uw_pd **out)
+{
+    if (!c || !out)
+        return UW_EINVAL;
+    uw_pd *pd = c->alloc.alloc(c->alloc.ud, sizeof(*pd));
+    if (!pd)
+        return UW_ENOMEM;
+    memset(pd, 0, sizeof(*pd));
+    pd->ctx = c;
+    pd->id = ++c->next_id;
+    c->npd++;
+    *out = pd;
+    return 0;
+}
+
+int uw_pd_dealloc(uw_pd *pd)
+{
+    if (!pd)
+        return UW_EINVAL;
+    if (pd->nmr || pd->nqp)
+        return UW_EBUSY;
+    pd->ctx->npd--;
+    pd->ctx->alloc.free(pd->ctx->alloc.ud, pd);
+    return 0;
+}
+
+/* STag layout: index << 8 | key. Index 0 is never used, so STag 0 (and the
+ * STag 1 of a zero-length RTR Write) never names a region. */
+static int mr_slot(uw_ctx *c, uint32_t *idx)
+{
+    for (uint32_t i = 1; i < c->mr_cap; i++) {
+        uint32_t j = 1 + (c->mr_free_hint + i - 1) % (c->mr_cap - 1);
+        if (!c->mrs[j]) {
+            *idx = j;
+            c->mr_free_hint = j;
+            return 0;
+        }
+    }
+    uint32_t ncap = c->mr_cap ? c->mr_cap * 2 : 64;
+    if (ncap > (1u << 24))
+        return UW_ENOBUFS;
+    uw_mr **m = c->alloc.alloc(c->alloc.ud, ncap * sizeof(*m));
+    uint8_t *k = c->alloc.alloc(c->alloc.ud, ncap);
+    if (!m || !k) {
+        c->alloc.free(c->alloc.ud, m);
+        c->alloc.free(c->alloc.ud, k);
+        return UW_ENOMEM;
+    }
+    memset(m, 0, ncap * sizeof(*m));
+    memset(k, 0, ncap);
+    if (c->mr_cap) {
+        memcpy(m, c->mrs, c->mr_cap * sizeof(*m));
+        memcpy(k, c->mr_key, c->mr_cap);
+    }
+    c->alloc.free(c->alloc.ud, c->mrs);
+    c->alloc.free(c->alloc.ud, c->mr_key);
+    *idx = c->mr_cap ? c->mr_cap : 1;
+    c->mrs = m;
+    c->mr_key = k;
+    c->mr_cap = ncap;
+    return 0;
+}
+
+int uw_mr_reg(uw_pd *pd, void *addr, size_t len, unsigned access, uw_mr **out)
+{
+    if (!pd || !out || (!addr && len) || (access & ~0xFu))
+        return UW_EINVAL;
+    /* As in verbs: the peer may write only where we may write. */
+    if ((access & UW_ACCESS_REMOTE_WRITE) && !(access & UW_ACCESS_LOCAL_WRITE))
+        return UW_EINVAL;
+    if ((uint64_t)(uintptr_t)addr + len < (uint64_t)(uintptr_t)addr)
+        return UW_EINVAL;
+    uw_ctx *c = pd->ctx;
+    uw_mr *mr = c->alloc.alloc(c->alloc.ud, sizeof(*mr));
+    if (!mr)
+        return UW_ENOMEM;
+    uint32_t idx;
+    int r = mr_slot(c, &idx);
+    if (r < 0) {
+        c->alloc.free(c->alloc.ud, mr);
+        return r;
+    }
+    c->mr_key[idx]++;
+    mr->pd = pd;
+    mr->addr = addr;
+    mr->len = len;
+    mr->access = access;
+    mr->stag = idx << 8 | c->mr_key[idx];
+    mr->valid = true;
+    c->mrs[idx] = mr;
+    pd->nmr++;
+    *out = mr;
+    return 0;
+}
+
+int uw_mr_dereg(uw_mr *mr)
+{
+    if (!mr)
+        return UW_EINVAL;
+    uw_ctx *c = mr->pd->ctx;
+    c->mrs[mr->stag >> 8] = NULL;
+    mr->pd->nmr--;
+    c->alloc.free(c->alloc.ud, mr);
+    return 0;
+}
+
+int uw_mr_rereg(uw_mr *mr)
+{
+    if (!mr)
+        return UW_EINVAL;
+    uw_ctx *c = mr->pd->ctx;
+    uint32_t idx = mr->stag >> 8;
+    c->mr_key[idx]++;
+    mr->stag = idx << 8 | c->mr_key[idx];
+    mr->valid = true;
+    return 0;
+}
+
+uint32_t uw_mr_stag(const uw_mr *mr)
+{
+    return mr ? mr->stag : 0;
+}
+
+bool uw_mr_valid(const uw_mr *mr)
+{
+    return mr && mr->valid;
+}
+
+/* The region an STag names, key included; NULL if none. Validity, PD and
+ * bounds are the caller's checks, since each has its own error code. */
+uw_mr *uw__mr_lookup(uw_ctx *c, uint32_t stag)
+{
+    uint32_t idx = stag >> 8;
+    if (idx == 0 || idx >= c->mr_cap || !c->mrs[idx] || c->mrs[idx]->stag != stag)
+        return NULL;
+    return c->mrs[idx];
+}
+
+/* ------------------------------------------------------------------------ */
+
+int uw_cq_create(uw_ctx *c, unsigned depth, uw_cq **out)
+{
+    if (!c || !out || depth == 0 || depth > (1u << 20))
+        return UW_EINVAL;
+    uw_cq *cq = c->alloc.alloc(c->alloc.ud, sizeof(*cq));
+    if (!cq)
+        return UW_ENOMEM;
+    memset(cq, 0, sizeof(*cq));
+    cq->ring = c->alloc.alloc(c->alloc.ud, depth * sizeof(uw_wc));
+    if (!cq->ring) {
+        c->alloc.free(c->alloc.ud, cq);
+        return UW_ENOMEM;
+    }
+    cq->ctx = c;
+    cq->cap = depth;
+    c->ncq++;
+    *out = cq;
+    return 0;
+}
+
+int uw_cq_destroy(uw_cq *cq)
+{
+    if (!cq)
+        return UW_EINVAL;
+    if (cq->nqp)
+        return UW_EBUSY;
+    uw_ctx *c = cq->ctx;
+    c->ncq--;
+    c->alloc.free(c->alloc.ud, cq->ring);
+    c->alloc.free(c->alloc.ud, cq);
+    return 0;
+}
+
+bool uw__cq_full(const uw_cq *cq)
+{
+    return cq->count == cq->cap;
+}
+
+int uw__cq_push(uw_cq *cq, const uw_wc *wc)
+{
+    if (cq->count == cq->cap)
+        return UW_ENOBUFS;
+    cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
+    cq->count++;
+    cq->ctx->produced++;
+    uw__ctx_signal(cq->ctx);
+    return 0;
+}
+
+static int cq_take(uw_cq *cq, uw_wc *wc, int n)
+{
+    int k = 0;
+    while (k < n && cq->count) {
+        wc[k++] = cq->ring[cq->head];
+        cq->head = (cq->head + 1) % cq->cap;
+        cq->count--;
+    }
+    if (k) {
+        /* Space freed: QPs paused on a full CQ may go on. */
+        for (uw_qp *q = cq->ctx->qps; q; q = q->next)
+            if (q->scq == cq || q->rcq == cq)
+                q->kick = true;
+    }
+    return k;
+}
+
+int uw_cq_poll(uw_cq *cq, uw_wc *wc, int n)
+{
+    if (!cq || (!wc && n) || n < 0)
+        return UW_EINVAL;
+    if (cq->count < (uint32_t)n)
+        uw_ctx_progress(cq->ctx);
+    int k = cq_take(cq, wc, n);
+    if (k)
+        uw_ctx_progress(cq->ctx);
+    return k;
+}
+
+int uw_cq_wait(uw_cq *cq, uw_wc *wc, int n, int timeout_ms)
+{
+    if (!cq || !wc || n <= 0)
+        return UW_EINVAL;
+    uint64_t end = timeout_ms < 0 ? 0 : uw__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    for (;;) {
+        int k = uw_cq_poll(cq, wc, n);
+        if (k)
+            return k;
+        int left = -1;
+        if (timeout_ms >= 0) {
+            uint64_t now = uw__now_ns();
+            if (now >= end)
+                return UW_ETIMEDOUT;
+            left = (int)((end - now + 999999u) / 1000000u);
+        }
+        int r = uw_ctx_wait(cq->ctx, left);
+        if (r < 0)
+            return r;
+    }
+}
+
+int uw_cq_fd(const uw_cq *cq)
+{
+    return cq ? cq->ctx->epfd : UW_EINVAL;
+}

@@ -1,0 +1,331 @@
+/* Queue pairs: creation, work-request posting, flushing, entering RTS. The
+ * protocol work on the queues is in rdmap/qp_tx.c and rdmap/qp_rx.c, the
+ * socket and connection handling in io/. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "verbs/internal.h"
+
+int uw__qp_alloc(uw_ctx *c, const uw_qp_attr *attr, uw_qp **out)
+{
+    if (!c || !attr || !out || !attr->pd || !attr->send_cq || !attr->recv_cq ||
+        attr->pd->ctx != c || attr->send_cq->ctx != c || attr->recv_cq->ctx != c)
+        return UW_EINVAL;
+    unsigned sqd = attr->max_send_wr ? attr->max_send_wr : 128;
+    unsigned rqd = attr->max_recv_wr ? attr->max_recv_wr : 128;
+    if (sqd > 65536 || rqd > 65536)
+        return UW_EINVAL;
+    uw_qp *qp = c->alloc.alloc(c->alloc.ud, sizeof(*qp));
+    if (!qp)
+        return UW_ENOMEM;
+    memset(qp, 0, sizeof(*qp));
+    qp->sq = c->alloc.alloc(c->alloc.ud, sqd * sizeof(*qp->sq));
+    qp->rq = c->alloc.alloc(c->alloc.ud, rqd * sizeof(*qp->rq));
+    qp->txf = c->alloc.alloc(c->alloc.ud, UW__TX_FRAMES * sizeof(*qp->txf));
+    qp->rx.stage = c->alloc.alloc(c->alloc.ud, UW__RX_STAGE);
+    if (!qp->sq || !qp->rq || !qp->txf || !qp->rx.stage) {
+        c->alloc.free(c->alloc.ud, qp->sq);
+        c->alloc.free(c->alloc.ud, qp->rq);
+        c->alloc.free(c->alloc.ud, qp->txf);
+        c->alloc.free(c->alloc.ud, qp->rx.stage);
+        c->alloc.free(c->alloc.ud, qp);
+        return UW_ENOMEM;
+    }
+    qp->tag = UW__EP_QP;
+    qp->ctx = c;
+    qp->pd = attr->pd;
+    qp->scq = attr->send_cq;
+    qp->rcq = attr->recv_cq;
+    qp->sq_cap = sqd;
+    qp->rq_cap = rqd;
+    qp->sq_sig_all = attr->sq_sig_all;
+    qp->fd = -1;
+    qp->id = ++c->next_id;
+    qp->state = UW_QPS_IDLE;
+    for (int i = 0; i < 3; i++)
+        qp->msn_tx[i] = qp->msn_rx[i] = 1;
+    qp->pd->nqp++;
+    qp->scq->nqp++;
+    qp->rcq->nqp++;
+    c->nqp++;
+    qp->next = c->qps;
+    c->qps = qp;
+    *out = qp;
+    return 0;
+}
+
+int uw_qp_create(uw_ctx *c, const uw_qp_attr *attr, uw_qp **out)
+{
+    return uw__qp_alloc(c, attr, out);
+}
+
+int uw_qp_destroy(uw_qp *qp)
+{
+    if (!qp)
+        return UW_EINVAL;
+    uw_ctx *c = qp->ctx;
+    if (qp->fd >= 0) {
+        /* Abortive: an application that destroys a live QP does not wait. */
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        if (qp->state != UW_QPS_CLOSED)
+            setsockopt(qp->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        close(qp->fd); /* also leaves the epoll set */
+        qp->fd = -1;
+    }
+    if (qp->listener)
+        qp->listener->npending--;
+    for (uw_qp **p = &c->qps; *p; p = &(*p)->next)
+        if (*p == qp) {
+            *p = qp->next;
+            break;
+        }
+    /* Events still queued for this QP would dangle: drop them. */
+    struct uw__evnode **pp = &c->ev_head;
+    c->ev_tail = NULL;
+    while (*pp) {
+        if ((*pp)->ev.qp == qp) {
+            struct uw__evnode *dead = *pp;
+            *pp = dead->next;
+            c->alloc.free(c->alloc.ud, dead);
+        } else {
+            c->ev_tail = *pp;
+            pp = &(*pp)->next;
+        }
+    }
+    /* Completions of this QP already in a CQ keep their (now stale) qp
+     * pointer, as in verbs; the header says so. */
+    qp->pd->nqp--;
+    qp->scq->nqp--;
+    qp->rcq->nqp--;
+    c->nqp--;
+    c->alloc.free(c->alloc.ud, qp->sq);
+    c->alloc.free(c->alloc.ud, qp->rq);
+    c->alloc.free(c->alloc.ud, qp->txf);
+    c->alloc.free(c->alloc.ud, qp->txiov);
+    c->alloc.free(c->alloc.ud, qp->rx.stage);
+    c->alloc.free(c->alloc.ud, qp);
+    return 0;
+}
+
+int uw_qp_state(const uw_qp *qp)
+{
+    return qp ? qp->state : UW_EINVAL;
+}
+
+void uw_qp_set_context(uw_qp *qp, void *p)
+{
+    if (qp)
+        qp->user = p;
+}
+
+void *uw_qp_get_context(const uw_qp *qp)
+{
+    return qp ? qp->user : NULL;
+}
+
+int uw_qp_mpa_params(const uw_qp *qp, uw_mpa_params *out)
+{
+    if (!qp || !out)
+        return UW_EINVAL;
+    if (qp->cm != UW__CM_RTS && qp->state != UW_QPS_RTS && qp->state != UW_QPS_CLOSING)
+        return UW_ENOTCONN;
+    *out = qp->mpa;
+    return 0;
+}
+
+uint32_t uw_qp_mulpdu(const uw_qp *qp)
+{
+    return qp ? qp->mulpdu : 0;
+}
+
+/* A scatter/gather entry must lie inside a valid region of the QP's PD with
+ * the local rights the operation needs. */
+static int check_sge(uw_qp *qp, const uw_sge *s, unsigned need)
+{
+    if (s->length == 0)
+        return 0;
+    uw_mr *mr = uw__mr_lookup(qp->ctx, s->lkey);
+    if (!mr || !mr->valid || mr->pd != qp->pd)
+        return UW_EINVAL;
+    uint64_t base = (uint64_t)(uintptr_t)mr->addr;
+    if (s->addr < base || s->addr + s->length < s->addr || s->addr + s->length > base + mr->len)
+        return UW_EINVAL;
+    if ((mr->access & need) != need)
+        return UW_EPERM;
+    return 0;
+}
+
+static bool qp_postable(const uw_qp *qp)
+{
+    return qp->state == UW_QPS_IDLE || qp->state == UW_QPS_CONNECTING ||
+           qp->state == UW_QPS_RTS || qp->state == UW_QPS_CLOSING;
+}
+
+int uw_post_send(uw_qp *qp, const uw_send_wr *wr, int n, int *bad)
+{
+    if (!qp || (!wr && n) || n < 0)
+        return UW_EINVAL;
+    for (int i = 0; i < n; i++) {
+        const uw_send_wr *w = &wr[i];
+        int err = 0;
+        if (!qp_postable(qp) || qp->disconnect_req)
+            err = UW_EPERM;
+        else if (qp->sq_count == qp->sq_cap)
+            err = UW_ENOBUFS;
+        else if (w->num_sge < 0 || w->num_sge > UW_MAX_SGE || (w->num_sge && !w->sg_list) ||
+                 w->opcode < UW_WR_SEND || w->opcode > UW_WR_LOCAL_INV)
+            err = UW_EINVAL;
+        /* RDMA Read names one sink buffer on the wire (RFC 5040 4.4). */
+        else if (w->opcode == UW_WR_RDMA_READ && w->num_sge > 1)
+            err = UW_EINVAL;
+        uint64_t len = 0;
+        for (int k = 0; !err && k < w->num_sge; k++) {
+            unsigned need = w->opcode == UW_WR_RDMA_READ ? UW_ACCESS_LOCAL_WRITE : 0;
+            err = check_sge(qp, &w->sg_list[k], need);
+            len += w->sg_list[k].length;
+        }
+        if (!err && len > UINT32_MAX)
+            err = UW_EMSGSIZE;
+        if (err) {
+            if (bad)
+                *bad = i;
+            return err;
+        }
+        struct uw__swqe *q = &qp->sq[(qp->sq_head + qp->sq_count) % qp->sq_cap];
+        memset(q, 0, sizeof(*q));
+        q->wr = *w;
+        if (w->num_sge)
+            memcpy(q->sge, w->sg_list, (size_t)w->num_sge * sizeof(uw_sge));
+        q->wr.sg_list = NULL;
+        q->len = (uint32_t)len;
+        q->signaled = qp->sq_sig_all || (w->flags & UW_SEND_SIGNALED);
+        q->state = UW__WQE_QUEUED;
+        qp->sq_count++;
+    }
+    qp->kick = true;
+    uw__ctx_signal(qp->ctx);
+    return 0;
+}
+
+int uw_post_recv(uw_qp *qp, const uw_recv_wr *wr, int n, int *bad)
+{
+    if (!qp || (!wr && n) || n < 0)
+        return UW_EINVAL;
+    for (int i = 0; i < n; i++) {
+        const uw_recv_wr *w = &wr[i];
+        int err = 0;
+        if (!qp_postable(qp))
+            err = UW_EPERM;
+        else if (qp->rq_count == qp->rq_cap)
+            err = UW_ENOBUFS;
+        else if (w->num_sge < 0 || w->num_sge > UW_MAX_SGE || (w->num_sge && !w->sg_list))
+            err = UW_EINVAL;
+        uint64_t len = 0;
+        for (int k = 0; !err && k < w->num_sge; k++) {
+            err = check_sge(qp, &w->sg_list[k], UW_ACCESS_LOCAL_WRITE);
+            len += w->sg_list[k].length;
+        }
+        if (!err && len > UINT32_MAX)
+            err = UW_EMSGSIZE;
+        if (err) {
+            if (bad)
+                *bad = i;
+            return err;
+        }
+        struct uw__rwqe *r = &qp->rq[(qp->rq_head + qp->rq_count) % qp->rq_cap];
+        r->wr = *w;
+        if (w->num_sge)
+            memcpy(r->sge, w->sg_list, (size_t)w->num_sge * sizeof(uw_sge));
+        r->wr.sg_list = NULL;
+        r->len = (uint32_t)len;
+        qp->rq_count++;
+    }
+    qp->kick = true;
+    return 0;
+}
+
+static int wc_opcode(int wr_opcode)
+{
+    switch (wr_opcode) {
+    case UW_WR_RDMA_WRITE: return UW_WC_RDMA_WRITE;
+    case UW_WR_RDMA_READ: return UW_WC_RDMA_READ;
+    case UW_WR_LOCAL_INV: return UW_WC_LOCAL_INV;
+    default: return UW_WC_SEND;
+    }
+}
+
+void uw__qp_sq_retire(uw_qp *qp)
+{
+    while (qp->sq_count) {
+        struct uw__swqe *q = &qp->sq[qp->sq_head];
+        if (q->state != UW__WQE_DONE)
+            break;
+        if (q->signaled || q->status != UW_WC_SUCCESS) {
+            if (uw__cq_full(qp->scq))
+                break; /* resumes when the application polls */
+            uw_wc wc = {.wr_id = q->wr.wr_id, .status = q->status,
+                        .opcode = wc_opcode(q->wr.opcode), .qp = qp, .err = q->err};
+            if (q->wr.opcode == UW_WR_RDMA_READ)
+                wc.byte_len = q->len;
+            uw__cq_push(qp->scq, &wc);
+        }
+        qp->sq_head = (qp->sq_head + 1) % qp->sq_cap;
+        qp->sq_count--;
+        if (qp->sq_next)
+            qp->sq_next--;
+    }
+}
+
+void uw__qp_flush(uw_qp *qp, int err)
+{
+    if (qp->state != UW_QPS_CLOSED)
+        qp->state = UW_QPS_ERROR;
+    qp->dead = true;
+    /* Unsent frames point into the requests' buffers: they go first. */
+    qp->txf_count = 0;
+    qp->txf_off = 0;
+    for (uint32_t i = 0; i < qp->sq_count; i++) {
+        struct uw__swqe *q = &qp->sq[(qp->sq_head + i) % qp->sq_cap];
+        if (q->state != UW__WQE_DONE) {
+            q->state = UW__WQE_DONE;
+            q->status = UW_WC_WR_FLUSH_ERR;
+            q->err = err;
+        }
+    }
+    uw__qp_sq_retire(qp);
+    while (qp->rq_count && !uw__cq_full(qp->rcq)) {
+        struct uw__rwqe *r = &qp->rq[qp->rq_head];
+        uw_wc wc = {.wr_id = r->wr.wr_id, .status = UW_WC_WR_FLUSH_ERR, .opcode = UW_WC_RECV,
+                    .qp = qp, .err = err};
+        uw__cq_push(qp->rcq, &wc);
+        qp->rq_head = (qp->rq_head + 1) % qp->rq_cap;
+        qp->rq_count--;
+    }
+}
+
+void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t mulpdu,
+                  uint32_t tx_pos, uint32_t rx_pos)
+{
+    uw_ctx *c = qp->ctx;
+    /* Frames with markers need more iovecs; sized once per connection. */
+    qp->txf_iov = mpa->markers_tx ? UW__TXF_IOV_MARKERS : UW__TXF_IOV_PLAIN;
+    c->alloc.free(c->alloc.ud, qp->txiov);
+    qp->txiov = c->alloc.alloc(c->alloc.ud, (size_t)UW__TX_FRAMES * qp->txf_iov * sizeof(struct iovec));
+    if (!qp->txiov) {
+        qp->state = UW_QPS_ERROR;
+        qp->dead = true;
+        qp->close_err = UW_ENOMEM;
+        return;
+    }
+    qp->mpa = *mpa;
+    qp->state = UW_QPS_RTS;
+    qp->flags_tx = (mpa->crc ? UW_MPA_CRC : 0) | (mpa->markers_tx ? UW_MPA_MARKERS : 0);
+    qp->flags_rx = (mpa->crc ? UW_MPA_CRC : 0) | (mpa->markers_rx ? UW_MPA_MARKERS : 0);
+    qp->mulpdu = mulpdu;
+    qp->tx_pos = tx_pos;
+    qp->rx.pos = rx_pos;
+    qp->rtr_pending_tx = initiator && mpa->p2p;
+    qp->rtr_pending_rx = !initiator && mpa->p2p;
+    qp->kick = true;
+}

@@ -1,0 +1,293 @@
+/* Two uwarp endpoints in one process over loopback TCP: connection setup
+ * with every MPA option, Send/Write/Read data integrity, RTR, reject,
+ * Terminate on bad STags, timeouts. One thread drives both contexts. */
+#define _DEFAULT_SOURCE
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+#include "uwarp/verbs.h"
+
+#define BUF (1u << 20)
+
+typedef struct side {
+    uw_ctx *ctx;
+    uw_pd *pd;
+    uw_cq *cq;
+    uw_qp *qp;
+    uint8_t *buf;
+    uw_mr *mr;
+    uw_listener *l;
+} side;
+
+typedef struct pair {
+    side a, b; /* a initiator, b responder */
+    uw_mpa_params pa, pb;
+} pair;
+
+static void logf_(void *ud, int level, const char *msg)
+{
+    fprintf(stderr, "[%s %d] %s\n", (const char *)ud, level, msg);
+}
+
+static void side_init(side *s)
+{
+    memset(s, 0, sizeof(*s));
+    uw_ctx_attr at = {.log = logf_, .log_ud = "ctx", .log_level = UW_LOG_DEBUG};
+    assert_int_equal(uw_ctx_create(&s->ctx, getenv("UW_TEST_LOG") ? &at : NULL), 0);
+    assert_int_equal(uw_pd_alloc(s->ctx, &s->pd), 0);
+    assert_int_equal(uw_cq_create(s->ctx, 256, &s->cq), 0);
+    s->buf = calloc(1, BUF);
+    assert_non_null(s->buf);
+    assert_int_equal(uw_mr_reg(s->pd, s->buf, BUF,
+                               UW_ACCESS_LOCAL_WRITE | UW_ACCESS_REMOTE_WRITE |
+                                   UW_ACCESS_REMOTE_READ | UW_ACCESS_REMOTE_INVALIDATE,
+                               &s->mr),
+                     0);
+}
+
+static void side_fini(side *s)
+{
+    if (s->qp)
+        assert_int_equal(uw_qp_destroy(s->qp), 0);
+    if (s->l)
+        assert_int_equal(uw_listener_destroy(s->l), 0);
+    assert_int_equal(uw_mr_dereg(s->mr), 0);
+    assert_int_equal(uw_cq_destroy(s->cq), 0);
+    assert_int_equal(uw_pd_dealloc(s->pd), 0);
+    assert_int_equal(uw_ctx_destroy(s->ctx), 0);
+    free(s->buf);
+}
+
+/* Drives both contexts until pred holds or 5 s pass. */
+static void spin(pair *p)
+{
+    uw_ctx_progress(p->a.ctx);
+    uw_ctx_progress(p->b.ctx);
+    usleep(100);
+}
+
+static int next_event(pair *p, side *s, uw_cm_event *ev)
+{
+    for (int i = 0; i < 50000; i++) {
+        int r = uw_cm_get_event(s->ctx, ev);
+        if (r)
+            return r;
+        spin(p);
+    }
+    return UW_ETIMEDOUT;
+}
+
+static int wait_wc(pair *p, side *s, uw_wc *wc)
+{
+    for (int i = 0; i < 50000; i++) {
+        int r = uw_cq_poll(s->cq, wc, 1);
+        if (r)
+            return r;
+        spin(p);
+    }
+    return UW_ETIMEDOUT;
+}
+
+/* Connects with the given parameters; returns the initiator's final event type. */
+static int connect_pair(pair *p, const uw_conn_param *ca, const uw_conn_param *cb, bool reject)
+{
+    side_init(&p->a);
+    side_init(&p->b);
+    uw_qp_attr qa = {.pd = p->b.pd, .send_cq = p->b.cq, .recv_cq = p->b.cq};
+    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = 0};
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(uw_listen(p->b.ctx, (struct sockaddr *)&sin, sizeof(sin), &qa, cb, &p->b.l), 0);
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    assert_int_equal(uw_listener_addr(p->b.l, &ss, &sl), 0);
+    uw_qp_attr qa2 = {.pd = p->a.pd, .send_cq = p->a.cq, .recv_cq = p->a.cq};
+    assert_int_equal(uw_qp_create(p->a.ctx, &qa2, &p->a.qp), 0);
+    assert_int_equal(uw_connect(p->a.qp, (struct sockaddr *)&ss, sl, ca), 0);
+    uw_cm_event ev;
+    assert_int_equal(next_event(p, &p->b, &ev), 1);
+    assert_int_equal(ev.type, UW_CM_CONNECT_REQUEST);
+    p->b.qp = ev.qp;
+    if (reject) {
+        assert_int_equal(uw_reject(p->b.qp, "no", 2), 0);
+    } else {
+        assert_int_equal(uw_accept(p->b.qp, NULL), 0);
+    }
+    assert_int_equal(next_event(p, &p->a, &ev), 1);
+    int t = ev.type;
+    if (t == UW_CM_ESTABLISHED) {
+        p->pa = ev.mpa;
+        assert_int_equal(next_event(p, &p->b, &ev), 1);
+        assert_int_equal(ev.type, UW_CM_ESTABLISHED);
+        p->pb = ev.mpa;
+    }
+    if (t == UW_CM_REJECTED) {
+        assert_int_equal(ev.private_data_len, 2);
+        assert_memory_equal(ev.private_data, "no", 2);
+    }
+    return t;
+}
+
+static void fill(uint8_t *b, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        b[i] = (uint8_t)(seed >> 16);
+    }
+}
+
+static void exchange(pair *p, uint32_t len)
+{
+    side *a = &p->a, *b = &p->b;
+    uw_wc wc;
+    /* Send a -> b */
+    fill(a->buf, len, len);
+    memset(b->buf, 0, BUF);
+    uw_sge rs = {(uint64_t)(uintptr_t)b->buf, BUF / 2, uw_mr_stag(b->mr)};
+    uw_recv_wr rw = {.wr_id = 7, .sg_list = &rs, .num_sge = 1};
+    assert_int_equal(uw_post_recv(b->qp, &rw, 1, NULL), 0);
+    uw_sge ss = {(uint64_t)(uintptr_t)a->buf, len, uw_mr_stag(a->mr)};
+    uw_send_wr sw = {.wr_id = 1, .opcode = UW_WR_SEND, .flags = UW_SEND_SIGNALED, .sg_list = &ss,
+                     .num_sge = 1};
+    assert_int_equal(uw_post_send(a->qp, &sw, 1, NULL), 0);
+    assert_int_equal(wait_wc(p, b, &wc), 1);
+    assert_int_equal(wc.status, UW_WC_SUCCESS);
+    assert_int_equal(wc.opcode, UW_WC_RECV);
+    assert_int_equal(wc.byte_len, len);
+    assert_int_equal(wc.wr_id, 7);
+    assert_memory_equal(a->buf, b->buf, len);
+    assert_int_equal(wait_wc(p, a, &wc), 1);
+    assert_int_equal(wc.status, UW_WC_SUCCESS);
+    assert_int_equal(wc.wr_id, 1);
+    /* Write a -> b at offset BUF/2 */
+    fill(a->buf, len, len + 1);
+    uw_send_wr ww = {.wr_id = 2, .opcode = UW_WR_RDMA_WRITE, .flags = UW_SEND_SIGNALED,
+                     .sg_list = &ss, .num_sge = 1,
+                     .remote_addr = (uint64_t)(uintptr_t)(b->buf + BUF / 2),
+                     .rkey = uw_mr_stag(b->mr)};
+    assert_int_equal(uw_post_send(a->qp, &ww, 1, NULL), 0);
+    assert_int_equal(wait_wc(p, a, &wc), 1);
+    assert_int_equal(wc.status, UW_WC_SUCCESS);
+    /* Read b -> a: a reads back what it wrote, into BUF/2. */
+    uw_sge rd = {(uint64_t)(uintptr_t)(a->buf + BUF / 2), len, uw_mr_stag(a->mr)};
+    uw_send_wr rr = {.wr_id = 3, .opcode = UW_WR_RDMA_READ, .flags = UW_SEND_SIGNALED,
+                     .sg_list = &rd, .num_sge = 1,
+                     .remote_addr = (uint64_t)(uintptr_t)(b->buf + BUF / 2),
+                     .rkey = uw_mr_stag(b->mr)};
+    assert_int_equal(uw_post_send(a->qp, &rr, 1, NULL), 0);
+    assert_int_equal(wait_wc(p, a, &wc), 1);
+    assert_int_equal(wc.status, UW_WC_SUCCESS);
+    assert_int_equal(wc.opcode, UW_WC_RDMA_READ);
+    assert_int_equal(wc.byte_len, len);
+    assert_memory_equal(a->buf, b->buf + BUF / 2, len);
+    assert_memory_equal(a->buf, a->buf + BUF / 2, len);
+}
+
+static void pair_fini(pair *p)
+{
+    side_fini(&p->a);
+    side_fini(&p->b);
+}
+
+static void run_combo(const uw_conn_param *ca, const uw_conn_param *cb)
+{
+    pair p;
+    assert_int_equal(connect_pair(&p, ca, cb, false), UW_CM_ESTABLISHED);
+    static const uint32_t lens[] = {0, 1, 13, 512, 4096, 65536, 300000};
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+        exchange(&p, lens[i]);
+    pair_fini(&p);
+}
+
+static void test_default(void **st)
+{
+    (void)st;
+    run_combo(NULL, NULL);
+}
+
+static void test_nocrc_markers_v1(void **st)
+{
+    (void)st;
+    uw_conn_param a = {.rev = 1, .crc = UW_CRC_AVOID, .markers = true};
+    uw_conn_param b = {.rev = 1, .crc = UW_CRC_AVOID, .markers = true};
+    run_combo(&a, &b);
+    uw_conn_param c = {.markers = true};
+    run_combo(&c, NULL);
+}
+
+static void test_p2p(void **st)
+{
+    (void)st;
+    static const uint8_t rtrs[] = {UW_MPA_RTR_SEND, UW_MPA_RTR_WRITE, UW_MPA_RTR_READ};
+    for (int i = 0; i < 3; i++) {
+        uw_conn_param a = {.p2p = true, .rtr = rtrs[i]};
+        uw_conn_param b = {.p2p = true, .rtr = UW_MPA_RTR_ALL};
+        pair p;
+        assert_int_equal(connect_pair(&p, &a, &b, false), UW_CM_ESTABLISHED);
+        assert_true(p.pa.p2p);
+        assert_int_equal(p.pa.rtr, rtrs[i]);
+        exchange(&p, 100);
+        pair_fini(&p);
+    }
+}
+
+static void test_reject(void **st)
+{
+    (void)st;
+    pair p;
+    assert_int_equal(connect_pair(&p, NULL, NULL, true), UW_CM_REJECTED);
+    pair_fini(&p);
+}
+
+static void test_bad_stag(void **st)
+{
+    (void)st;
+    pair p;
+    assert_int_equal(connect_pair(&p, NULL, NULL, false), UW_CM_ESTABLISHED);
+    memset(p.b.buf, 0x5A, BUF);
+    uw_sge ss = {(uint64_t)(uintptr_t)p.a.buf, 100, uw_mr_stag(p.a.mr)};
+    uw_send_wr ww = {.wr_id = 2, .opcode = UW_WR_RDMA_WRITE, .flags = UW_SEND_SIGNALED,
+                     .sg_list = &ss, .num_sge = 1,
+                     .remote_addr = (uint64_t)(uintptr_t)(p.b.buf + BUF - 50),
+                     .rkey = uw_mr_stag(p.b.mr)};
+    assert_int_equal(uw_post_send(p.a.qp, &ww, 1, NULL), 0);
+    uw_cm_event ev;
+    assert_int_equal(next_event(&p, &p.b, &ev), 1);
+    assert_int_equal(ev.type, UW_CM_TERMINATED);
+    assert_false(ev.term_received);
+    assert_int_equal(ev.term.layer, UW_TERM_DDP);
+    assert_int_equal(ev.term.etype, 1);
+    assert_int_equal(ev.term.ecode, 1);
+    assert_int_equal(next_event(&p, &p.a, &ev), 1);
+    assert_int_equal(ev.type, UW_CM_TERMINATED);
+    assert_true(ev.term_received);
+    assert_int_equal(ev.term.layer, UW_TERM_DDP);
+    assert_int_equal(ev.term.ecode, 1);
+    for (size_t i = 0; i < BUF; i++)
+        if (p.b.buf[i] != 0x5A)
+            fail_msg("memory touched at %zu", i);
+    pair_fini(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default),
+        cmocka_unit_test(test_nocrc_markers_v1),
+        cmocka_unit_test(test_p2p),
+        cmocka_unit_test(test_reject),
+        cmocka_unit_test(test_bad_stag),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
