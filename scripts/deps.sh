@@ -5,9 +5,12 @@
 #   libcmocka-dev   unit test framework
 #   clang, libclang-rt-14-dev   libFuzzer and clang sanitizer runtimes
 #   cmake, gcc, make, pkg-config   the build
+#   tshark          Wireshark's dissectors check our wire format in the tests
+#   libcap2-bin     setcap/getcap, to let tshark capture without root if needed
 set -euo pipefail
 
-PKGS=(build-essential cmake pkg-config clang libclang-rt-14-dev libisal-dev libcmocka-dev)
+PKGS=(build-essential cmake pkg-config clang libclang-rt-14-dev libisal-dev libcmocka-dev
+      tshark libcap2-bin)
 
 missing=()
 for p in "${PKGS[@]}"; do

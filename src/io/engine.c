@@ -17,17 +17,20 @@ void uw__qp_update_io(uw_qp *qp)
 {
     if (qp->fd < 0)
         return;
-    unsigned want = EPOLLIN | EPOLLRDHUP;
+    /* After the peer's FIN the socket stays readable forever: stop asking. */
+    unsigned want = qp->eof_seen ? 0 : EPOLLIN | EPOLLRDHUP;
     bool tx = qp->cm == UW__CM_CONNECTING || qp->hs_off < qp->hs_len ||
               ((qp->cm == UW__CM_RTS || qp->cm == UW__CM_LINGER) && qp->txf_count);
     if (tx)
         want |= EPOLLOUT;
-    if (qp->epmask == want)
+    if (qp->ep_added && qp->epmask == want)
         return;
     struct epoll_event ev = {.events = want, .data.ptr = qp};
-    int op = qp->epmask ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-    if (epoll_ctl(qp->ctx->epfd, op, qp->fd, &ev) == 0)
+    int op = qp->ep_added ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
+    if (epoll_ctl(qp->ctx->epfd, op, qp->fd, &ev) == 0) {
         qp->epmask = want;
+        qp->ep_added = true;
+    }
 }
 
 void uw__ctx_arm_timer(uw_ctx *c)
@@ -64,6 +67,7 @@ static void close_fd(uw_qp *qp)
         close(qp->fd);
         qp->fd = -1;
         qp->epmask = 0;
+        qp->ep_added = false;
     }
 }
 
@@ -156,8 +160,32 @@ static int do_tx(uw_qp *qp)
     return 0;
 }
 
+/* The peer's FIN: judged once everything staged before it has been
+ * processed (a full CQ can hold staged FPDUs back). Returns 1 when the end
+ * of the stream has been taken into account. */
+static int at_eof(uw_qp *qp)
+{
+    qp->eof_seen = true;
+    int e = uw__qp_rx_advance(qp, 0);
+    if (e == UW_ETERM_RECEIVED)
+        return e;
+    if (qp->dead)
+        return 1;
+    if (qp->rx.st_head < qp->rx.st_tail && !qp->rx.in_fpdu)
+        return 0; /* paused: come back when the application polls */
+    e = uw__qp_rx_eof(qp);
+    if (e < 0) {
+        uw__qp_terminate(qp, e, NULL, NULL);
+        return 1;
+    }
+    qp->peer_fin = true;
+    return 1;
+}
+
 static int do_rx(uw_qp *qp)
 {
+    if (qp->eof_seen)
+        return qp->peer_fin || qp->dead ? 0 : at_eof(qp);
     for (int round = 0; round < 64 && !qp->dead; round++) {
         struct iovec iov[UW_MAX_SGE];
         int n = uw__qp_rx_iov(qp, iov, UW_MAX_SGE);
@@ -168,13 +196,8 @@ static int do_rx(uw_qp *qp)
         if (r < 0)
             return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
         if (r == 0) {
-            int e = uw__qp_rx_eof(qp);
-            if (e < 0) {
-                uw__qp_terminate(qp, e, NULL, NULL);
-                return 0;
-            }
-            qp->peer_fin = true;
-            return 1;
+            int e = at_eof(qp);
+            return e < 0 ? e : 0;
         }
         int e = uw__qp_rx_advance(qp, (size_t)r);
         if (e < 0)

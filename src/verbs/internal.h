@@ -164,6 +164,7 @@ struct uw_qp {
     bool sq_sig_all;
     int fd;
     unsigned epmask;      /* events registered with epoll */
+    bool ep_added;
     bool kick;            /* work to do without socket readiness */
     unsigned last_events; /* epoll events not yet serviced */
 
@@ -181,6 +182,7 @@ struct uw_qp {
     uw_mpa_params mpa;
     bool rtr_pending_rx;  /* responder in p2p: nothing is sent until the RTR arrives */
     bool rtr_pending_tx;  /* initiator in p2p: the RTR goes first */
+    bool eof_seen;        /* recv() returned 0 */
     bool peer_fin, local_fin, fin_sent, disconnect_req, disc_reported;
     int close_err;
     bool setup_failed;    /* the initiator Terminates a Reply it cannot use */
