@@ -265,14 +265,16 @@ typedef struct uw_conn_param {
     uint8_t rtr;              /* UW_MPA_RTR_* offered (initiator) or accepted (responder) */
     bool accept_rev0;         /* responder: accept RDMAC Rev 0 */
     int timeout_ms;           /* every startup wait; 0: 10000 initiator, 5000 responder */
+    const char *tcp_congestion; /* TCP congestion control ("cubic", ...); NULL: system default */
 } uw_conn_param;
 
 enum uw_cm_event_type {
     UW_CM_CONNECT_REQUEST = 1, /* listener: a Request arrived; accept or reject ev.qp */
     UW_CM_ESTABLISHED = 2,     /* qp is in RTS */
     UW_CM_REJECTED = 3,        /* the peer's Reply had R set; private data holds its reason */
-    UW_CM_CONNECT_ERROR = 4,   /* setup failed: err says why (timeout, protocol, refused) */
-    UW_CM_DISCONNECTED = 5,    /* the peer closed gracefully, or we did */
+    UW_CM_CONNECT_ERROR = 4,   /* setup failed: err says why (timeout, protocol, refused);
+                                  on a listener (qp NULL) an incoming Request that was invalid */
+    UW_CM_DISCONNECTED = 5,    /* the peer closed its direction gracefully (FIN between FPDUs) */
     UW_CM_TERMINATED = 6,      /* a Terminate was received (term) or sent (err); QP in ERROR */
     UW_CM_CONN_ERROR = 7,      /* transport failure after setup (reset, timeout) */
 };

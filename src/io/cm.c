@@ -32,7 +32,9 @@ static void policy_from(uw_mpa_policy *pol, const uw_conn_param *p)
     pol->accept_rev0 = p->accept_rev0;
 }
 
-static int copy_param(uw_conn_param *dst, uint8_t *pdbuf, const uw_conn_param *src)
+/* Copies p with its private data and congestion-control name, so that the
+ * caller's buffers need not outlive the call. */
+static int copy_param(uw_conn_param *dst, uint8_t *pdbuf, char *ccbuf, const uw_conn_param *src)
 {
     memset(dst, 0, sizeof(*dst));
     if (!src)
@@ -42,10 +44,16 @@ static int copy_param(uw_conn_param *dst, uint8_t *pdbuf, const uw_conn_param *s
     if (src->rev > 2 || src->crc < 0 || src->crc > UW_CRC_REQUIRE || src->rtr > UW_MPA_RTR_ALL ||
         src->timeout_ms < 0)
         return UW_EINVAL;
+    if (src->tcp_congestion && strlen(src->tcp_congestion) >= UW__CC_MAX)
+        return UW_EINVAL;
     *dst = *src;
     if (src->private_data_len)
         memcpy(pdbuf, src->private_data, src->private_data_len);
     dst->private_data = pdbuf;
+    if (src->tcp_congestion) {
+        strcpy(ccbuf, src->tcp_congestion);
+        dst->tcp_congestion = ccbuf;
+    }
     return 0;
 }
 
@@ -65,6 +73,10 @@ static int sock_setup(int fd, const uw_conn_param *p)
      * the connection's timeout, not a hang. */
     unsigned ut = (unsigned)(p->timeout_ms ? p->timeout_ms : 10000);
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
+    if (p->tcp_congestion &&
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, p->tcp_congestion,
+                   (socklen_t)strlen(p->tcp_congestion)) < 0)
+        return -errno;
     return 0;
 }
 
@@ -74,7 +86,7 @@ int uw_connect(uw_qp *qp, const struct sockaddr *addr, socklen_t len, const uw_c
         return UW_EINVAL;
     if (qp->state != UW_QPS_IDLE || qp->cm != UW__CM_IDLE)
         return UW_EALREADY;
-    int r = copy_param(&qp->param, qp->param_pd, p);
+    int r = copy_param(&qp->param, qp->param_pd, qp->param_cc, p);
     if (r < 0)
         return r;
     policy_from(&qp->pol, p);
@@ -91,7 +103,10 @@ int uw_connect(uw_qp *qp, const struct sockaddr *addr, socklen_t len, const uw_c
     int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
-    sock_setup(fd, &qp->param);
+    if ((r = sock_setup(fd, &qp->param)) < 0) {
+        close(fd);
+        return r;
+    }
     memcpy(&qp->peer, addr, len);
     if (connect(fd, addr, len) < 0 && errno != EINPROGRESS) {
         int e = -errno;
@@ -117,7 +132,7 @@ int uw_listen(uw_ctx *ctx, const struct sockaddr *addr, socklen_t len, const uw_
     if (!l)
         return UW_ENOMEM;
     memset(l, 0, sizeof(*l));
-    int r = copy_param(&l->param, l->param_pd, p);
+    int r = copy_param(&l->param, l->param_pd, l->param_cc, p);
     if (r < 0) {
         ctx->alloc.free(ctx->alloc.ud, l);
         return r;
@@ -205,7 +220,6 @@ void uw__cm_accept_fd(uw_listener *l)
             close(fd);
             continue;
         }
-        sock_setup(fd, &l->param);
         qp->fd = fd;
         qp->listener = l;
         l->npending++;
@@ -213,6 +227,10 @@ void uw__cm_accept_fd(uw_listener *l)
         qp->param = l->param;
         qp->param.private_data = qp->param_pd;
         memcpy(qp->param_pd, l->param_pd, l->param.private_data_len);
+        memcpy(qp->param_cc, l->param_cc, sizeof(qp->param_cc));
+        if (qp->param.tcp_congestion)
+            qp->param.tcp_congestion = qp->param_cc;
+        sock_setup(fd, &qp->param);
         policy_from(&qp->pol, &l->param);
         if (l->param.crc == UW_CRC_REQUIRE)
             qp->pol.crc = true;

@@ -17,6 +17,7 @@
 #define UW__TX_FRAMES 32u   /* FPDUs built ahead of the socket */
 #define UW__TX_IOV 1024u    /* IOV_MAX */
 #define UW__RX_STAGE (16u * 1024u)
+#define UW__CC_MAX 16u      /* TCP_CA_NAME_MAX */
 /* iovecs one FPDU needs: header, scatter list, trailer; each marker can split
  * a run in two and adds itself. */
 #define UW__TXF_IOV_PLAIN (UW_MAX_SGE + 8u)
@@ -173,6 +174,7 @@ struct uw_qp {
     uw_listener *listener;
     uw_conn_param param;
     uint8_t param_pd[UW_MPA_MAX_PD];
+    char param_cc[UW__CC_MAX];
     uw_mpa_policy pol;
     uw_mpa_frame req, rep;
     uw_mpa_frame_parser parser;
@@ -228,6 +230,7 @@ struct uw_listener {
     uw_qp_attr qp_attr;
     uw_conn_param param;
     uint8_t param_pd[UW_MPA_MAX_PD];
+    char param_cc[UW__CC_MAX];
     unsigned npending;
 };
 
