@@ -1,0 +1,304 @@
+/* uwarp-perf: throughput and latency of uwarp against raw TCP on the same
+ * machine, in the same run. See `uwarp-perf --help`. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "perf.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: uwarp-perf -l [ADDR:]PORT [--cc NAME] [--no-crc] [--markers]\n"
+"       uwarp-perf [OPTIONS] HOST PORT\n"
+"\n"
+"The server listens for uwarp on PORT and for the TCP baseline on PORT+1.\n"
+"The client measures; every figure is payload octets.\n"
+"\n"
+"  --op write|read|send   operation (default write)\n"
+"  --size N               message size (K/M suffixes; default 65536)\n"
+"  --sizes LIST           a sweep, e.g. 64,4K,64K,1M\n"
+"  --duration S           seconds per measurement (default 2)\n"
+"  --iters N              messages per measurement instead of a duration\n"
+"  --qps N                connections (default 1)\n"
+"  --depth N              outstanding work requests per connection (default 16)\n"
+"  --bw                   throughput and message rate (default)\n"
+"  --lat                  ping-pong latency of Sends (mean, p50, p99, p99.9; one way = RTT/2)\n"
+"  --markers              MPA markers on\n"
+"  --no-crc               prefer no MPA CRC\n"
+"  --rev 1|2              MPA revision (default 2)\n"
+"  --busy-poll            spin instead of blocking waits (both transports)\n"
+"  --cpu                  report user+sys CPU ns per payload byte on both sides\n"
+"  --vs-tcp               also measure plain TCP and print uwarp/TCP ratios\n"
+"  --tcp-only             measure only the TCP baseline\n"
+"  --repeat N             measure each configuration N times, report the median (default 1)\n"
+"  --cc NAME              TCP congestion control for both transports (default: the system's)\n"
+"  --json                 one JSON object per line per measurement\n"
+"  --timeout S            connection setup timeout (default 10)\n"
+"Exit status: 0 ok, 1 usage, 2 measurement failed.\n");
+}
+
+static uint64_t parse_size(const char *s, bool *ok)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    uint64_t m = 1;
+    if (*end == 'K' || *end == 'k')
+        m = 1024, end++;
+    else if (*end == 'M' || *end == 'm')
+        m = 1024 * 1024, end++;
+    else if (*end == 'G' || *end == 'g')
+        m = 1024ull * 1024 * 1024, end++;
+    *ok = end != s && *end == 0 && errno == 0;
+    return v * m;
+}
+
+static const char *op_name(int op)
+{
+    return op == OP_WRITE ? "write" : op == OP_READ ? "read" : "send";
+}
+
+static char default_cc[32];
+
+static const char *system_cc(void)
+{
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+    if (!f)
+        return NULL;
+    if (!fgets(default_cc, sizeof(default_cc), f))
+        default_cc[0] = 0;
+    fclose(f);
+    default_cc[strcspn(default_cc, "\n")] = 0;
+    return default_cc[0] ? default_cc : NULL;
+}
+
+static int cmp_res(const void *a, const void *b)
+{
+    const perf_res *x = a, *y = b;
+    double bx = x->bytes / x->secs, by = y->bytes / y->secs;
+    if (x->lat_p50 || y->lat_p50)
+        return x->lat_p50 < y->lat_p50 ? -1 : x->lat_p50 > y->lat_p50;
+    return bx < by ? -1 : bx > by;
+}
+
+static void print_one(const perf_cfg *c, const char *transport, const perf_res *r, bool json,
+                      bool cpu)
+{
+    double gbps = (double)r->bytes / r->secs / 1e9, rate = (double)r->msgs / r->secs;
+    double cc = r->bytes ? r->cpu_client_ns / (double)r->bytes : 0;
+    double cs = r->bytes ? r->cpu_server_ns / (double)r->bytes : 0;
+    if (json) {
+        printf("{\"op\":\"%s\",\"size\":%u,\"transport\":\"%s\",\"crc\":%s,\"markers\":%s,"
+               "\"qps\":%u,\"depth\":%u,\"busy_poll\":%s,\"cc\":\"%s\",\"secs\":%.3f,"
+               "\"bytes\":%llu,\"bw_gbps\":%.4f,\"msg_rate\":%.1f",
+               op_name(c->op), c->size, transport, c->crc ? "true" : "false",
+               c->markers ? "true" : "false", c->qps, c->depth, c->busy ? "true" : "false",
+               c->cc ? c->cc : "", r->secs, (unsigned long long)r->bytes, gbps, rate);
+        if (c->lat)
+            printf(",\"lat_us\":{\"mean\":%.2f,\"p50\":%.2f,\"p99\":%.2f,\"p999\":%.2f}",
+                   r->lat_mean, r->lat_p50, r->lat_p99, r->lat_p999);
+        printf(",\"cpu_ns_per_byte\":{\"client\":%.4f,\"server\":%.4f}}\n", cc, cs);
+    } else {
+        printf("%-6s %-5s %9u %-6s %9.3f %12.0f", transport, op_name(c->op), c->size,
+               c->markers ? "mk" : (c->crc ? "crc" : "nocrc"), gbps, rate);
+        if (c->lat)
+            printf("  lat us mean %.2f p50 %.2f p99 %.2f p99.9 %.2f", r->lat_mean, r->lat_p50,
+                   r->lat_p99, r->lat_p999);
+        if (cpu)
+            printf("  cpu ns/B client %.3f server %.3f", cc, cs);
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
+static int measure(const char *host, int port, perf_cfg *c, bool tcp, int repeat, perf_res *out)
+{
+    perf_res rs[16];
+    if (repeat > 16)
+        repeat = 16;
+    for (int i = 0; i < repeat; i++) {
+        int r = tcp ? perf_tcp_client(host, port + 1, c, &rs[i])
+                    : perf_uw_client(host, port, c, &rs[i]);
+        if (r < 0) {
+            fprintf(stderr, "uwarp-perf: %s %s %u: %s\n", tcp ? "tcp" : "uwarp", op_name(c->op),
+                    c->size, rs[i].err);
+            return -1;
+        }
+    }
+    qsort(rs, (size_t)repeat, sizeof(rs[0]), cmp_res);
+    *out = rs[repeat / 2];
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    perf_cfg c = {.op = OP_WRITE, .size = 65536, .depth = 16, .qps = 1, .duration = 2,
+                  .crc = true, .rev = 2, .timeout_ms = 10000};
+    const char *listen_at = NULL, *sizes = NULL;
+    bool json = false, vs_tcp = false, tcp_only = false, cpu = false;
+    int repeat = 1;
+    static const struct option lo[] = {
+        {"op", 1, 0, 'o'}, {"size", 1, 0, 's'}, {"sizes", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
+        {"iters", 1, 0, 'n'}, {"qps", 1, 0, 'q'}, {"depth", 1, 0, 'D'}, {"lat", 0, 0, 'L'},
+        {"bw", 0, 0, 'B'}, {"markers", 0, 0, 'm'}, {"no-crc", 0, 0, 'C'}, {"rev", 1, 0, 'r'},
+        {"busy-poll", 0, 0, 'b'}, {"cpu", 0, 0, 'c'}, {"vs-tcp", 0, 0, 'v'},
+        {"tcp-only", 0, 0, 'T'}, {"repeat", 1, 0, 'R'}, {"cc", 1, 0, 'g'}, {"json", 0, 0, 'j'},
+        {"timeout", 1, 0, 't'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+    int o;
+    bool ok = true;
+    while ((o = getopt_long(argc, argv, "l:h", lo, NULL)) != -1) {
+        switch (o) {
+        case 'l': listen_at = optarg; break;
+        case 'o':
+            c.op = !strcmp(optarg, "write") ? OP_WRITE : !strcmp(optarg, "read") ? OP_READ
+                 : !strcmp(optarg, "send") ? OP_SEND : 0;
+            ok &= c.op != 0;
+            break;
+        case 's': c.size = (uint32_t)parse_size(optarg, &ok); break;
+        case 'S': sizes = optarg; break;
+        case 'd': c.duration = atof(optarg); ok &= c.duration > 0; break;
+        case 'n': c.iters = parse_size(optarg, &ok); break;
+        case 'q': c.qps = (unsigned)atoi(optarg); ok &= c.qps >= 1 && c.qps <= 4096; break;
+        case 'D': c.depth = (uint32_t)atoi(optarg); ok &= c.depth >= 1 && c.depth <= 1024; break;
+        case 'L': c.lat = true; break;
+        case 'B': c.lat = false; break;
+        case 'm': c.markers = true; break;
+        case 'C': c.crc = false; break;
+        case 'r': c.rev = atoi(optarg); ok &= c.rev == 1 || c.rev == 2; break;
+        case 'b': c.busy = true; break;
+        case 'c': cpu = true; break;
+        case 'v': vs_tcp = true; break;
+        case 'T': tcp_only = true; break;
+        case 'R': repeat = atoi(optarg); ok &= repeat >= 1 && repeat <= 16; break;
+        case 'g': c.cc = optarg; break;
+        case 'j': json = true; break;
+        case 't': c.timeout_ms = atoi(optarg) * 1000; ok &= c.timeout_ms > 0; break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 1;
+        }
+    }
+    if (!ok || c.size > (64u << 20)) {
+        fprintf(stderr, "uwarp-perf: invalid option value (see --help)\n");
+        return 1;
+    }
+    if (c.lat && c.op != OP_SEND) {
+        fprintf(stderr, "uwarp-perf: --lat measures Send ping-pong: use --op send\n");
+        return 1;
+    }
+    if (!c.cc)
+        c.cc = system_cc();
+    if (listen_at) {
+        if (optind != argc) {
+            usage(stderr);
+            return 1;
+        }
+        char host[256] = "0.0.0.0";
+        const char *colon = strrchr(listen_at, ':');
+        const char *ps = listen_at;
+        if (colon) {
+            snprintf(host, sizeof(host), "%.*s", (int)(colon - listen_at), listen_at);
+            ps = colon + 1;
+        }
+        int port = atoi(ps);
+        if (port <= 0 || port > 65534) {
+            fprintf(stderr, "uwarp-perf: bad port '%s'\n", ps);
+            return 1;
+        }
+        signal(SIGPIPE, SIG_IGN);
+        fprintf(stderr, "uwarp-perf: listening on %s port %d (uwarp) and %d (tcp), cc %s\n", host,
+                port, port + 1, c.cc ? c.cc : "default");
+        pid_t pid = fork();
+        if (pid == 0) {
+            /* The TCP half goes when the uwarp half does, however it ends. */
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            return perf_tcp_server(host, port + 1, &c) < 0 ? 2 : 0;
+        }
+        int r = perf_uw_server(host, port, &c);
+        kill(pid, SIGTERM);
+        return r < 0 ? 2 : 0;
+    }
+    if (argc - optind != 2) {
+        usage(stderr);
+        return 1;
+    }
+    const char *host = argv[optind];
+    int port = atoi(argv[optind + 1]);
+    signal(SIGPIPE, SIG_IGN);
+    uint32_t list[32];
+    int nsz = 0;
+    if (sizes) {
+        char *dup = strdup(sizes), *save = NULL;
+        for (char *t = strtok_r(dup, ",", &save); t && nsz < 32; t = strtok_r(NULL, ",", &save)) {
+            list[nsz++] = (uint32_t)parse_size(t, &ok);
+        }
+        free(dup);
+        if (!ok) {
+            fprintf(stderr, "uwarp-perf: bad --sizes list\n");
+            return 1;
+        }
+    } else {
+        list[nsz++] = c.size;
+    }
+    if (!json)
+        printf("# uwarp-perf %s%s, qps %u, depth %u, %s, cc %s, repeat %d\n", c.lat ? "latency" : "throughput",
+               c.busy ? " busy-poll" : "", c.qps, c.depth,
+               c.iters ? "fixed iterations" : "timed", c.cc ? c.cc : "default", repeat);
+    if (!json)
+        printf("%-6s %-5s %9s %-6s %9s %12s\n", "xport", "op", "size", "mode", "GB/s", "msg/s");
+    double total = (double)nsz * repeat * (tcp_only ? 1 : (vs_tcp ? 2 : 1)) * c.duration;
+    uint64_t started = perf_now_ns();
+    int step = 0;
+    for (int i = 0; i < nsz; i++) {
+        c.size = list[i];
+        perf_res ru, rt;
+        bool have_u = false, have_t = false;
+        if (!tcp_only) {
+            if (measure(host, port, &c, false, repeat, &ru) < 0)
+                return 2;
+            have_u = true;
+            print_one(&c, "uwarp", &ru, json, cpu);
+        }
+        if (vs_tcp || tcp_only) {
+            if (measure(host, port, &c, true, repeat, &rt) < 0)
+                return 2;
+            have_t = true;
+            print_one(&c, "tcp", &rt, json, cpu);
+        }
+        if (have_u && have_t) {
+            double rb = ((double)ru.bytes / ru.secs) / ((double)rt.bytes / rt.secs);
+            double rl = c.lat && rt.lat_p50 > 0 ? ru.lat_p50 / rt.lat_p50 : 0;
+            double cpu_u = (ru.cpu_client_ns + ru.cpu_server_ns) / (double)ru.bytes;
+            double cpu_t = (rt.cpu_client_ns + rt.cpu_server_ns) / (double)rt.bytes;
+            if (json) {
+                printf("{\"op\":\"%s\",\"size\":%u,\"transport\":\"ratio\",\"crc\":%s,"
+                       "\"markers\":%s,\"ratio_bw\":%.4f,\"ratio_lat_p50\":",
+                       op_name(c.op), c.size, c.crc ? "true" : "false",
+                       c.markers ? "true" : "false", rb);
+                if (c.lat)
+                    printf("%.4f", rl);
+                else
+                    printf("null");
+                printf(",\"ratio_cpu_per_byte\":%.4f}\n", cpu_u / cpu_t);
+            } else {
+                printf("ratio  %-5s %9u %-6s %9.3f x TCP throughput", op_name(c.op), c.size,
+                       c.markers ? "mk" : (c.crc ? "crc" : "nocrc"), rb);
+                if (c.lat)
+                    printf(", p50 latency %.3f x TCP", rl);
+                printf(", CPU/byte %.3f x TCP\n", cpu_u / cpu_t);
+            }
+        }
+        step++;
+        if (total > 5 && !json)
+            fprintf(stderr, "uwarp-perf: %d/%d sizes done, %.0f s elapsed\n", step, nsz,
+                    (double)(perf_now_ns() - started) / 1e9);
+    }
+    return 0;
+}

@@ -1,0 +1,259 @@
+/* uwarp-perf over plain TCP: the same patterns with the same sizes, wait
+ * mode and process layout, so that uwarp's figures can be divided by these.
+ *   write/send: the client streams size-octet messages, then shuts down;
+ *   read: the client asks for size octets at a time, depth requests ahead;
+ *   lat: size-octet ping-pong.
+ * The server answers the end of a test with its CPU time and byte count. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "perf.h"
+
+static void sock_opts(int fd, const char *cc)
+{
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (cc)
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc));
+}
+
+/* Waits until fd is ready: spinning in busy mode, else poll(). */
+static int wait_fd(int fd, short ev, bool busy)
+{
+    if (busy)
+        return 0;
+    struct pollfd p = {.fd = fd, .events = ev};
+    return poll(&p, 1, 10000) > 0 ? 0 : -1;
+}
+
+static int full_io(int fd, void *buf, size_t n, bool wr, bool busy)
+{
+    uint8_t *p = buf;
+    while (n) {
+        ssize_t r = wr ? send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) : recv(fd, p, n, MSG_DONTWAIT);
+        if (r > 0) {
+            p += r;
+            n -= (size_t)r;
+            continue;
+        }
+        if (r == 0)
+            return -1;
+        if (errno != EAGAIN && errno != EINTR)
+            return -1;
+        if (wait_fd(fd, wr ? POLLOUT : POLLIN, busy) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* One test on an accepted connection. */
+static void serve(int fd)
+{
+    uint8_t hdr[PERF_HDR_LEN];
+    perf_cfg c;
+    if (full_io(fd, hdr, sizeof(hdr), false, false) < 0 || perf_hdr_decode(hdr, &c) < 0)
+        return;
+    size_t bsz = c.size > 65536 ? c.size : 65536;
+    uint8_t *buf = malloc(bsz);
+    if (!buf)
+        return;
+    memset(buf, 0xA5, bsz);
+    uint64_t cpu0 = perf_cpu_ns(), bytes = 0;
+    uint8_t ok[4] = {0, 0, 0, 1};
+    full_io(fd, ok, 4, true, false);
+    if (c.lat) {
+        while (full_io(fd, buf, c.size, false, c.busy) == 0) {
+            bytes += c.size;
+            if (full_io(fd, buf, c.size, true, c.busy) < 0)
+                break;
+        }
+    } else if (c.op == OP_READ) {
+        uint8_t req[4];
+        while (full_io(fd, req, 4, false, c.busy) == 0 && perf_get32(req) != 0) {
+            if (full_io(fd, buf, c.size, true, c.busy) < 0)
+                break;
+            bytes += c.size;
+        }
+    } else {
+        for (;;) {
+            ssize_t r = recv(fd, buf, bsz, c.busy ? MSG_DONTWAIT : 0);
+            if (r > 0) {
+                bytes += (uint64_t)r;
+                continue;
+            }
+            if (r < 0 && (errno == EAGAIN || errno == EINTR))
+                continue;
+            break;
+        }
+    }
+    uint8_t st[16];
+    perf_put64(st, perf_cpu_ns() - cpu0);
+    perf_put64(st + 8, bytes);
+    full_io(fd, st, 16, true, false);
+    free(buf);
+}
+
+int perf_tcp_server(const char *addr, int port, const perf_cfg *base)
+{
+    struct sockaddr_storage ss;
+    unsigned sl;
+    if (perf_resolve(addr, port, &ss, &sl) < 0)
+        return -1;
+    int lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(lfd, (struct sockaddr *)&ss, sl) < 0 || listen(lfd, 1024) < 0) {
+        perror("uwarp-perf: tcp listen");
+        return -1;
+    }
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            continue;
+        sock_opts(fd, base->cc);
+        /* One child per connection keeps the baseline's server a single
+         * thread per stream, as uwarp's is. */
+        pid_t pid = fork();
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            close(lfd);
+            serve(fd);
+            _exit(0);
+        }
+        close(fd);
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+    }
+}
+
+int perf_tcp_client(const char *host, int port, const perf_cfg *c, perf_res *r)
+{
+    memset(r, 0, sizeof(*r));
+    struct sockaddr_storage ss;
+    unsigned sl;
+    if (perf_resolve(host, port, &ss, &sl) < 0) {
+        snprintf(r->err, sizeof(r->err), "cannot resolve %s", host);
+        return -1;
+    }
+    unsigned nq = c->qps ? c->qps : 1;
+    int *fds = calloc(nq, sizeof(int));
+    uint8_t *buf = malloc(c->size > 64 ? c->size : 64);
+    memset(buf, 0x5A, c->size > 64 ? c->size : 64);
+    uint8_t hdr[PERF_HDR_LEN];
+    perf_hdr_encode(c, hdr);
+    int ret = -1;
+    for (unsigned i = 0; i < nq; i++) {
+        fds[i] = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sock_opts(fds[i], c->cc);
+        uint8_t ok[4];
+        if (connect(fds[i], (struct sockaddr *)&ss, sl) < 0 ||
+            fcntl(fds[i], F_SETFL, O_NONBLOCK) < 0 ||
+            full_io(fds[i], hdr, sizeof(hdr), true, false) < 0 ||
+            full_io(fds[i], ok, 4, false, false) < 0) {
+            snprintf(r->err, sizeof(r->err), "tcp connect to %s:%d: %s", host, port,
+                     strerror(errno));
+            goto out;
+        }
+    }
+    size_t nsamp = 0, capsamp = c->lat ? 1u << 20 : 0;
+    double *samp = capsamp ? malloc(capsamp * sizeof(double)) : NULL;
+    uint64_t cpu0 = perf_cpu_ns(), t0 = perf_now_ns();
+    uint64_t tend = t0 + (uint64_t)(c->duration * 1e9), done = 0;
+    if (c->lat) {
+        for (;;) {
+            uint64_t s0 = perf_now_ns();
+            if (full_io(fds[0], buf, c->size, true, c->busy) < 0 ||
+                full_io(fds[0], buf, c->size, false, c->busy) < 0) {
+                snprintf(r->err, sizeof(r->err), "tcp ping-pong failed");
+                goto out_s;
+            }
+            uint64_t s1 = perf_now_ns();
+            if (nsamp < capsamp)
+                samp[nsamp++] = (double)(s1 - s0) / 2000.0;
+            done++;
+            if (c->iters ? done >= c->iters : s1 >= tend)
+                break;
+        }
+        shutdown(fds[0], SHUT_WR);
+    } else if (c->op == OP_READ) {
+        uint8_t req[4];
+        perf_put32(req, 1);
+        uint64_t asked = 0;
+        for (unsigned i = 0; i < nq; i++)
+            for (uint32_t d = 0; d < c->depth; d++, asked++)
+                full_io(fds[i], req, 4, true, c->busy);
+        bool stop = false;
+        while (done < asked) {
+            for (unsigned i = 0; i < nq && done < asked; i++) {
+                if (full_io(fds[i], buf, c->size, false, c->busy) < 0) {
+                    snprintf(r->err, sizeof(r->err), "tcp read failed");
+                    goto out_s;
+                }
+                done++;
+                if (!stop && (c->iters ? asked >= c->iters : perf_now_ns() >= tend))
+                    stop = true;
+                if (!stop) {
+                    full_io(fds[i], req, 4, true, c->busy);
+                    asked++;
+                }
+            }
+        }
+        perf_put32(req, 0);
+        for (unsigned i = 0; i < nq; i++)
+            full_io(fds[i], req, 4, true, c->busy);
+    } else {
+        for (bool stop = false; !stop;) {
+            for (unsigned i = 0; i < nq; i++) {
+                if (full_io(fds[i], buf, c->size, true, c->busy) < 0) {
+                    snprintf(r->err, sizeof(r->err), "tcp write failed");
+                    goto out_s;
+                }
+                done++;
+            }
+            stop = c->iters ? done >= c->iters : perf_now_ns() >= tend;
+        }
+        for (unsigned i = 0; i < nq; i++)
+            shutdown(fds[i], SHUT_WR);
+    }
+    uint64_t srv_max = 0;
+    for (unsigned i = 0; i < nq; i++) {
+        uint8_t st[16];
+        if (full_io(fds[i], st, 16, false, false) < 0) {
+            snprintf(r->err, sizeof(r->err), "no statistics from the tcp server");
+            goto out_s;
+        }
+        if (perf_get64(st) > srv_max)
+            srv_max = perf_get64(st);
+    }
+    /* Streams end when the server has read everything: the stats mark it. */
+    uint64_t t1 = perf_now_ns();
+    r->cpu_client_ns = (double)(perf_cpu_ns() - cpu0);
+    r->cpu_server_ns = (double)srv_max;
+    r->secs = (double)(t1 - t0) / 1e9;
+    r->msgs = done;
+    r->bytes = done * c->size * (c->lat ? 2u : 1u);
+    if (c->lat)
+        perf_lat_stats(samp, nsamp, r);
+    ret = 0;
+out_s:
+    free(samp);
+out:
+    for (unsigned i = 0; i < nq; i++)
+        if (fds[i] > 0)
+            close(fds[i]);
+    free(fds);
+    free(buf);
+    return ret;
+}
