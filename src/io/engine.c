@@ -39,6 +39,11 @@ void uw__ctx_arm_timer(uw_ctx *c)
     for (uw_qp *q = c->qps; q; q = q->next)
         if (q->deadline_ns && (!first || q->deadline_ns < first))
             first = q->deadline_ns;
+    /* A syscall per progress call is measurable: only touch the timer when
+     * the earliest deadline moves. */
+    if (first == c->timer_ns)
+        return;
+    c->timer_ns = first;
     struct itimerspec its;
     memset(&its, 0, sizeof(its));
     if (first) {
@@ -354,8 +359,10 @@ int uw_ctx_progress(uw_ctx *c)
         }
         c->ev_armed = false;
     }
-    if (read(c->tfd, &junk, sizeof(junk)) > 0)
+    if (read(c->tfd, &junk, sizeof(junk)) > 0) {
+        c->timer_ns = 0; /* expired: disarmed */
         timers(c);
+    }
     struct epoll_event evs[64];
     int n = epoll_wait(c->epfd, evs, 64, 0);
     for (int i = 0; i < n; i++) {

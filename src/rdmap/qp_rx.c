@@ -320,6 +320,7 @@ static int fpdu_end(uw_qp *qp)
 {
     struct uw__rx *rx = &qp->rx;
     rx->in_fpdu = false;
+    rx->big = rx->n >= UW__RX_BIG;
     rx->pos = rx->w.pos + rx->w.wire;
     if ((qp->flags_rx & UW_MPA_CRC) && uw_crc32c_final(rx->crc) != le32(rx->crcf)) {
         scrub(qp);
@@ -497,6 +498,15 @@ int uw__qp_rx_iov(uw_qp *qp, struct iovec *iov, int cap)
         if (rx->dest == UW__D_MEM) {
             iov[0].iov_base = rx->dptr;
             iov[0].iov_len = n;
+            /* When this run ends the payload, the trailer and the next
+             * FPDU's header come in the same read, into the staging buffer. */
+            if (cap > 1 && !(qp->flags_rx & UW_MPA_MARKERS) &&
+                rx->run.logical + rx->run.len == rx->w.bound[1]) {
+                iov[1].iov_base = rx->stage;
+                iov[1].iov_len = (rx->w.bound[3] - rx->w.bound[1]) + UW__RX_LOOKAHEAD;
+                rx->direct_tail = true;
+                return 2;
+            }
             return 1;
         }
         struct uw__rwqe *r = rx->rwqe;
@@ -527,6 +537,11 @@ int uw__qp_rx_iov(uw_qp *qp, struct iovec *iov, int cap)
     }
     iov[0].iov_base = rx->stage + rx->st_tail;
     iov[0].iov_len = UW__RX_STAGE - rx->st_tail;
+    /* After a large FPDU another is likely: take just its header, so that
+     * its payload can be read straight to its destination. */
+    if (rx->big && !rx->in_fpdu && rx->st_head == rx->st_tail && iov[0].iov_len > UW__RX_LOOKAHEAD)
+        iov[0].iov_len = UW__RX_LOOKAHEAD;
+    rx->direct_tail = false;
     return iov[0].iov_len ? 1 : 0;
 }
 
@@ -554,6 +569,16 @@ int uw__qp_rx_advance(uw_qp *qp, size_t n)
     if (!direct) {
         rx->st_tail += (uint32_t)n;
         return drain_stage(qp);
+    }
+    size_t extra = 0;
+    if (rx->direct_tail) {
+        /* Octets beyond the payload run landed at the start of the stage. */
+        rx->direct_tail = false;
+        size_t runleft = rx->run.len - rx->run_off;
+        if (n > runleft) {
+            extra = n - runleft;
+            n = runleft;
+        }
     }
     /* The octets are already in place: fold them into the CRC and move on. */
     bool want_crc = qp->flags_rx & UW_MPA_CRC;
@@ -586,6 +611,8 @@ int uw__qp_rx_advance(uw_qp *qp, size_t n)
     rx->run_off += k;
     if (rx->run_off == rx->run.len)
         rx->have_run = false;
+    rx->st_head = 0;
+    rx->st_tail = (uint32_t)extra;
     return drain_stage(qp);
 }
 

@@ -18,6 +18,11 @@
 #define UW__TX_IOV 1024u    /* IOV_MAX */
 #define UW__RX_STAGE (16u * 1024u)
 #define UW__CC_MAX 16u      /* TCP_CA_NAME_MAX */
+/* Receive: FPDUs of at least UW__RX_BIG octets are read header first and
+ * payload straight to its place; UW__RX_LOOKAHEAD covers a tagged header and
+ * the trailer before it. */
+#define UW__RX_BIG 2048u
+#define UW__RX_LOOKAHEAD 32u
 /* iovecs one FPDU needs: header, scatter list, trailer; each marker can split
  * a run in two and adds itself. */
 #define UW__TXF_IOV_PLAIN (UW_MAX_SGE + 8u)
@@ -38,6 +43,7 @@ struct uw_ctx {
     unsigned npd, ncq, nqp, nlisten;
     unsigned next_id;
     uint64_t produced;    /* completions + events queued, for progress counts */
+    uint64_t timer_ns;    /* deadline the timerfd is armed for (0: disarmed) */
     struct uw__evnode *ev_head, *ev_tail;
     uw_qp *qps;        /* every QP, for timers and kicks */
     /* STag table: index = stag >> 8, key = stag & 0xFF. */
@@ -150,6 +156,8 @@ struct uw__rx {
     /* Staged octets not yet consumed. */
     uint8_t *stage;
     uint32_t st_head, st_tail;
+    bool big;             /* the last FPDU was large: read headers without payload */
+    bool direct_tail;     /* the last iovecs offered: payload, then the stage */
 };
 enum { UW__D_DISCARD = 0, UW__D_MEM = 1, UW__D_RECV = 2, UW__D_SMALL = 3 };
 
