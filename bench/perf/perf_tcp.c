@@ -29,20 +29,14 @@ static void sock_opts(int fd, const char *cc)
         setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc));
 }
 
-/* Waits until fd is ready: spinning in busy mode, else poll(). */
-static int wait_fd(int fd, short ev, bool busy)
-{
-    if (busy)
-        return 0;
-    struct pollfd p = {.fd = fd, .events = ev};
-    return poll(&p, 1, 10000) > 0 ? 0 : -1;
-}
-
+/* Blocking mode uses blocking calls (one system call per message, the best
+ * a TCP application does); busy mode spins on nonblocking ones. */
 static int full_io(int fd, void *buf, size_t n, bool wr, bool busy)
 {
     uint8_t *p = buf;
+    int fl = busy ? MSG_DONTWAIT : 0;
     while (n) {
-        ssize_t r = wr ? send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) : recv(fd, p, n, MSG_DONTWAIT);
+        ssize_t r = wr ? send(fd, p, n, MSG_NOSIGNAL | fl) : recv(fd, p, n, fl);
         if (r > 0) {
             p += r;
             n -= (size_t)r;
@@ -51,8 +45,6 @@ static int full_io(int fd, void *buf, size_t n, bool wr, bool busy)
         if (r == 0)
             return -1;
         if (errno != EAGAIN && errno != EINTR)
-            return -1;
-        if (wait_fd(fd, wr ? POLLOUT : POLLIN, busy) < 0)
             return -1;
     }
     return 0;
@@ -89,6 +81,7 @@ static void serve(int fd)
     } else {
         for (;;) {
             ssize_t r = recv(fd, buf, bsz, c.busy ? MSG_DONTWAIT : 0);
+            /* (blocking unless busy-polling) */
             if (r > 0) {
                 bytes += (uint64_t)r;
                 continue;
@@ -119,7 +112,7 @@ int perf_tcp_server(const char *addr, int port, const perf_cfg *base)
         return -1;
     }
     for (;;) {
-        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)
             continue;
         sock_opts(fd, base->cc);
@@ -159,7 +152,6 @@ int perf_tcp_client(const char *host, int port, const perf_cfg *c, perf_res *r)
         sock_opts(fds[i], c->cc);
         uint8_t ok[4];
         if (connect(fds[i], (struct sockaddr *)&ss, sl) < 0 ||
-            fcntl(fds[i], F_SETFL, O_NONBLOCK) < 0 ||
             full_io(fds[i], hdr, sizeof(hdr), true, false) < 0 ||
             full_io(fds[i], ok, 4, false, false) < 0) {
             snprintf(r->err, sizeof(r->err), "tcp connect to %s:%d: %s", host, port,

@@ -4,6 +4,7 @@
  * Reply (the peer's first FPDUs) stay there for the FPDU receiver. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <string.h>
@@ -210,7 +211,9 @@ void uw__cm_accept_fd(uw_listener *l)
     for (int i = 0; i < 16; i++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
-        int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        /* Blocking socket, nonblocking calls (MSG_DONTWAIT): lets the engine
+         * wait in recvmsg itself when one connection is all there is. */
+        int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
         if (fd < 0)
             return;
         uw_qp *qp;
@@ -444,10 +447,16 @@ int uw__cm_handshake(uw_qp *qp, unsigned events)
         getsockopt(qp->fd, SOL_SOCKET, SO_ERROR, &e, &l);
         if (e)
             return -e;
+        /* Connected: back to a blocking socket; every call passes
+         * MSG_DONTWAIT except the engine's single-connection wait. */
+        int fl = fcntl(qp->fd, F_GETFL);
+        if (fl >= 0)
+            fcntl(qp->fd, F_SETFL, fl & ~O_NONBLOCK);
         qp->cm = UW__CM_WAIT_REPLY;
     }
     while (qp->hs_off < qp->hs_len && (qp->cm == UW__CM_WAIT_REPLY)) {
-        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off, MSG_NOSIGNAL);
+        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0)
             return errno == EAGAIN ? 0 : -errno;
         qp->hs_off += (uint32_t)w;
@@ -466,7 +475,7 @@ int uw__cm_handshake(uw_qp *qp, unsigned events)
         }
         if (rx->st_head == rx->st_tail)
             rx->st_head = rx->st_tail = 0;
-        ssize_t n = recv(qp->fd, rx->stage + rx->st_tail, UW__RX_STAGE - rx->st_tail, 0);
+        ssize_t n = recv(qp->fd, rx->stage + rx->st_tail, UW__RX_STAGE - rx->st_tail, MSG_DONTWAIT);
         if (n == 0)
             return UW_EMPA_TRUNCATED_FRAME;
         if (n < 0)

@@ -207,14 +207,21 @@ static int do_rx(uw_qp *qp)
         int e = uw__qp_rx_advance(qp, (size_t)r);
         if (e < 0)
             return e == UW_ETERM_RECEIVED ? e : 0; /* our own Terminate is on its way */
+        size_t asked = 0;
+        for (int i = 0; i < n; i++)
+            asked += iov[i].iov_len;
+        if ((size_t)r < asked)
+            break; /* the socket is drained: skip the recvmsg that would say EAGAIN */
     }
+    /* Octets staged but not consumed (a full CQ) are resumed by a kick. */
     return 0;
 }
 
 static void linger(uw_qp *qp)
 {
     while (qp->hs_off < qp->hs_len) {
-        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off, MSG_NOSIGNAL);
+        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w <= 0) {
             if (w < 0 && errno == EAGAIN)
                 return;
@@ -286,7 +293,8 @@ static void service(uw_qp *qp, unsigned events)
         return;
     /* The responder's Reply goes out before any FPDU. */
     while (qp->hs_off < qp->hs_len) {
-        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off, MSG_NOSIGNAL);
+        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EAGAIN) {
                 uw__qp_update_io(qp);
@@ -348,31 +356,37 @@ static void timers(uw_ctx *c)
     }
 }
 
-int uw_ctx_progress(uw_ctx *c)
+/* One pass of the engine: socket events (waiting up to timeout_ms for the
+ * first), timers, then every QP with work. */
+static int progress(uw_ctx *c, int timeout_ms)
 {
-    if (!c)
-        return UW_EINVAL;
     uint64_t before = c->produced;
     uint64_t junk;
-    if (c->ev_armed) {
-        if (read(c->evfd, &junk, sizeof(junk)) > 0) {
-        }
-        c->ev_armed = false;
-    }
-    if (read(c->tfd, &junk, sizeof(junk)) > 0) {
-        c->timer_ns = 0; /* expired: disarmed */
-        timers(c);
-    }
     struct epoll_event evs[64];
-    int n = epoll_wait(c->epfd, evs, 64, 0);
+    int n = epoll_wait(c->epfd, evs, 64, timeout_ms);
     for (int i = 0; i < n; i++) {
-        int *tag = evs[i].data.ptr;
-        if (!tag)
+        uint64_t u = evs[i].data.u64;
+        if (u == UW__EP_EVFD) {
+            if (read(c->evfd, &junk, sizeof(junk)) > 0) {
+            }
+            c->ev_armed = false;
             continue;
-        if (*tag == UW__EP_LISTENER)
+        }
+        if (u == UW__EP_TIMERFD) {
+            if (read(c->tfd, &junk, sizeof(junk)) > 0) {
+            }
+            c->timer_ns = 0; /* expired: disarmed */
+            timers(c);
+            continue;
+        }
+        int *tag = evs[i].data.ptr;
+        if (*tag == UW__EP_LISTENER) {
             uw__cm_accept_fd((uw_listener *)tag);
-        else
-            ((uw_qp *)tag)->kick = true, ((uw_qp *)tag)->last_events = evs[i].events;
+        } else {
+            uw_qp *q = (uw_qp *)tag;
+            q->kick = true;
+            q->last_events |= evs[i].events;
+        }
     }
     for (uw_qp *q = c->qps, *next; q; q = next) {
         next = q->next;
@@ -382,25 +396,94 @@ int uw_ctx_progress(uw_ctx *c)
             service(q, e);
         }
     }
-    timers(c);
     uw__ctx_arm_timer(c);
-    bool more = c->ev_head != NULL;
+    bool more = false;
     for (uw_qp *q = c->qps; q && !more; q = q->next)
-        more = q->kick || (q->rx.st_head < q->rx.st_tail && !q->dead && q->cm == UW__CM_RTS);
+        more = q->kick || (q->rx.st_head < q->rx.st_tail && !q->dead && q->cm == UW__CM_RTS &&
+                           !q->eof_seen && !uw__cq_full(q->rcq) && !uw__cq_full(q->scq));
     if (more)
         uw__ctx_signal(c);
     return (int)(c->produced - before);
+}
+
+int uw_ctx_progress(uw_ctx *c)
+{
+    if (!c)
+        return UW_EINVAL;
+    return progress(c, 0);
+}
+
+/* With a single connection and nothing else to watch, block in recvmsg()
+ * itself: the same one system call per received message that a blocking TCP
+ * application makes, where epoll would add a second. */
+static int wait_in_recv(uw_ctx *c, int timeout_ms)
+{
+    uw_qp *q = c->qps;
+    if (!q || q->next || c->nlisten || c->ev_armed || c->timer_ns || timeout_ms == 0 ||
+        q->cm != UW__CM_RTS || q->fd < 0 || q->dead || q->kick || q->txf_count ||
+        q->eof_seen || q->hs_off < q->hs_len || q->disconnect_req)
+        return -1;
+    struct iovec iov[UW_MAX_SGE];
+    int n = uw__qp_rx_iov(q, iov, UW_MAX_SGE);
+    if (n <= 0)
+        return -1;
+    if (timeout_ms != q->rcvtimeo_ms) {
+        struct timeval tv = {0, 0};
+        if (timeout_ms > 0) {
+            tv.tv_sec = timeout_ms / 1000;
+            tv.tv_usec = (timeout_ms % 1000) * 1000;
+        }
+        if (setsockopt(q->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0)
+            return -1;
+        q->rcvtimeo_ms = timeout_ms;
+    }
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t r = recvmsg(q->fd, &mh, 0);
+    if (r < 0)
+        return (errno == EAGAIN || errno == EINTR) ? 0 : -1; /* timeout: nothing happened */
+    if (r == 0) {
+        q->kick = true; /* EOF: let the normal path read it again and judge */
+        return -1;
+    }
+    int e = uw__qp_rx_advance(q, (size_t)r);
+    if (e == UW_ETERM_RECEIVED) {
+        qp_fail(q, e);
+        return 1;
+    }
+    if (q->dead) {
+        q->kick = true; /* our Terminate goes out through the normal path */
+        return -1;
+    }
+    /* Data can unlock transmission (Read Responses, a Send after the RTR). */
+    if (uw__qp_tx_pending(q))
+        uw__qp_doorbell(q);
+    return 1;
 }
 
 int uw_ctx_wait(uw_ctx *c, int timeout_ms)
 {
     if (!c)
         return UW_EINVAL;
-    struct pollfd p = {.fd = c->epfd, .events = POLLIN};
-    int r = poll(&p, 1, timeout_ms);
-    if (r < 0 && errno != EINTR)
-        return -errno;
-    return uw_ctx_progress(c);
+    uint64_t before = c->produced;
+    int w = wait_in_recv(c, timeout_ms);
+    if (w >= 0)
+        return (int)(c->produced - before);
+    return progress(c, timeout_ms);
+}
+
+void uw__qp_doorbell(uw_qp *qp)
+{
+    if (qp->cm != UW__CM_RTS || qp->fd < 0 || qp->dead) {
+        qp->kick = true; /* runs once the connection is up */
+        return;
+    }
+    int r = do_tx(qp);
+    if (r < 0) {
+        qp_fail(qp, r);
+        return;
+    }
+    /* What did not fit in the socket waits for EPOLLOUT. */
+    uw__qp_update_io(qp);
 }
 
 int uw_disconnect(uw_qp *qp)

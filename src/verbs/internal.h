@@ -176,6 +176,7 @@ struct uw_qp {
     bool ep_added;
     bool kick;            /* work to do without socket readiness */
     unsigned last_events; /* epoll events not yet serviced */
+    int rcvtimeo_ms;      /* SO_RCVTIMEO last set (0: none) */
 
     /* Connection management (io/cm.c). */
     int cm;
@@ -242,8 +243,10 @@ struct uw_listener {
     unsigned npending;
 };
 
-/* Objects of the engine's epoll set start with one of these tags. */
+/* Objects of the engine's epoll set start with one of these tags; the
+ * context's own fds are marked by these small data.u64 values instead. */
 enum { UW__EP_QP = 1, UW__EP_LISTENER = 2 };
+enum { UW__EP_EVFD = 1, UW__EP_TIMERFD = 2 };
 
 /* verbs/objects.c */
 void uw__log(uw_ctx *ctx, int level, const char *fmt, ...)
@@ -291,6 +294,8 @@ int uw__qp_rx_eof(uw_qp *qp);
 
 /* io/engine.c, io/cm.c */
 void uw__qp_update_io(uw_qp *qp);
+/* A doorbell: transmit what was just posted, now, on the caller's thread. */
+void uw__qp_doorbell(uw_qp *qp);
 /* The responder's peer-to-peer RTR has arrived: the connection is up. */
 void uw__cm_rtr_arrived(uw_qp *qp);
 void uw__cm_term_received(uw_qp *qp, const uw__term_msg *t);

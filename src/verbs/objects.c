@@ -56,10 +56,12 @@ int uw_ctx_create(uw_ctx **out, const uw_ctx_attr *attr)
     if (c->epfd < 0 || c->evfd < 0 || c->tfd < 0) {
         err = -errno;
     } else {
-        /* data.ptr NULL marks the internal fds; both only wake the waiter. */
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+        /* Small integers in data.u64 mark the internal fds; objects are
+         * pointers. */
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UW__EP_EVFD};
+        struct epoll_event tv = {.events = EPOLLIN, .data.u64 = UW__EP_TIMERFD};
         if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->evfd, &ev) < 0 ||
-            epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->tfd, &ev) < 0)
+            epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->tfd, &tv) < 0)
             err = -errno;
     }
     if (err) {
@@ -101,8 +103,9 @@ int uw_ctx_fd(const uw_ctx *c)
     return c ? c->epfd : UW_EINVAL;
 }
 
-/* Keeps the eventfd readable while completions, events or internal work are
- * pending, so that a caller polling the context fd never sleeps on them. */
+/* Makes the context fd readable: internal work is pending that no socket
+ * event will announce. Completions and events do not signal: every waiting
+ * function looks at its queue before it sleeps (see uw_ctx_fd()). */
 void uw__ctx_signal(uw_ctx *c)
 {
     if (c->ev_armed)
@@ -125,7 +128,6 @@ int uw__event_push(uw_ctx *c, const uw_cm_event *ev)
         c->ev_head = n;
     c->ev_tail = n;
     c->produced++;
-    uw__ctx_signal(c);
     return 0;
 }
 
@@ -369,20 +371,20 @@ int uw__cq_push(uw_cq *cq, const uw_wc *wc)
     cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
     cq->count++;
     cq->ctx->produced++;
-    uw__ctx_signal(cq->ctx);
     return 0;
 }
 
 static int cq_take(uw_cq *cq, uw_wc *wc, int n)
 {
+    bool was_full = cq->count == cq->cap;
     int k = 0;
     while (k < n && cq->count) {
         wc[k++] = cq->ring[cq->head];
         cq->head = (cq->head + 1) % cq->cap;
         cq->count--;
     }
-    if (k) {
-        /* Space freed: QPs paused on a full CQ may go on. */
+    if (k && was_full) {
+        /* Space freed: QPs paused on the full CQ may go on. */
         for (uw_qp *q = cq->ctx->qps; q; q = q->next)
             if (q->scq == cq || q->rcq == cq)
                 q->kick = true;
@@ -408,7 +410,10 @@ int uw_cq_wait(uw_cq *cq, uw_wc *wc, int n, int timeout_ms)
         return UW_EINVAL;
     uint64_t end = timeout_ms < 0 ? 0 : uw__now_ns() + (uint64_t)timeout_ms * 1000000u;
     for (;;) {
-        int k = uw_cq_poll(cq, wc, n);
+        /* Take what is queued without a progress pass: the blocking wait
+         * below returns at once when anything is ready, so a pass here would
+         * only add a syscall to the latency path. */
+        int k = cq_take(cq, wc, n);
         if (k)
             return k;
         int left = -1;

@@ -203,8 +203,7 @@ int uw_post_send(uw_qp *qp, const uw_send_wr *wr, int n, int *bad)
         q->state = UW__WQE_QUEUED;
         qp->sq_count++;
     }
-    qp->kick = true;
-    uw__ctx_signal(qp->ctx);
+    uw__qp_doorbell(qp);
     return 0;
 }
 
@@ -241,7 +240,6 @@ int uw_post_recv(uw_qp *qp, const uw_recv_wr *wr, int n, int *bad)
         r->len = (uint32_t)len;
         qp->rq_count++;
     }
-    qp->kick = true;
     return 0;
 }
 
