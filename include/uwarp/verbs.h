@@ -6,12 +6,15 @@
  * Progress model. uwarp has no threads of its own. All protocol work (socket
  * reads and writes, MPA negotiation, placement, timers) happens inside calls
  * on a context: uw_ctx_progress(), uw_cq_poll(), uw_cq_wait(),
- * uw_cm_get_event(), uw_cm_wait_event() and the post calls. A context owns one
- * file descriptor (uw_ctx_fd()): it becomes readable when a call on the
- * context may find something to do (socket data, a pending event or
- * completion, an expired timer). Wait on it with poll/epoll, then call one of
- * the progress functions. This keeps the latency path on the caller's thread:
- * no cross-thread wakeups.
+ * uw_cm_get_event(), uw_cm_wait_event() and the post calls (a post sends at
+ * once when the socket has room). A context owns one file descriptor
+ * (uw_ctx_fd()): it becomes readable when the engine has work (socket data
+ * or room, an expired timer, internal work). Completions and events already
+ * queued do not make it readable, as with verbs completion channels: drain
+ * the CQs (uw_cq_poll() until it returns fewer than asked) and the events
+ * (uw_cm_get_event() until 0) before waiting on it. The uw_*_wait()
+ * functions do all of this themselves. This keeps the latency path on the
+ * caller's thread: no cross-thread wakeups.
  *
  * Thread-safety. A context and every object created from it (PDs, MRs, CQs,
  * QPs, listeners) must be used by one thread at a time; the caller serialises
