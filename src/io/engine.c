@@ -79,6 +79,8 @@ static void close_fd(uw_qp *qp)
 /* The connection is over for err (0: graceful). Reports it once and flushes. */
 static void qp_fail(uw_qp *qp, int err)
 {
+    uw__log(qp->ctx, err ? UW_LOG_WARN : UW_LOG_INFO, "QP[%u]: connection ends: %s", qp->id,
+            err ? uw_strerror(err) : "closed");
     bool startup = qp->cm != UW__CM_RTS || qp->deadline_ns || qp->setup_failed;
     uw_listener *l = qp->listener;
     if (l && qp->cm < UW__CM_WAIT_ACCEPT) {
@@ -157,6 +159,7 @@ static int do_tx(uw_qp *qp)
         uw__qp_tx_pending(qp);
         bool idle = !qp->txf_count && qp->sq_next >= qp->sq_count && qp->irq_tx >= qp->irq_count;
         if (idle) {
+            uw__log(qp->ctx, UW_LOG_DEBUG, "QP[%u]: all sent, closing our direction", qp->id);
             shutdown(qp->fd, SHUT_WR);
             qp->fin_sent = true;
             qp->state = UW_QPS_CLOSING;
@@ -191,6 +194,12 @@ static int do_rx(uw_qp *qp)
 {
     if (qp->eof_seen)
         return qp->peer_fin || qp->dead ? 0 : at_eof(qp);
+    if (qp->rx.st_head < qp->rx.st_tail) {
+        /* Octets staged while a full CQ paused us: first those. */
+        int e = uw__qp_rx_advance(qp, 0);
+        if (e < 0)
+            return e == UW_ETERM_RECEIVED ? e : 0;
+    }
     for (int round = 0; round < 64 && !qp->dead; round++) {
         struct iovec iov[UW_MAX_SGE];
         int n = uw__qp_rx_iov(qp, iov, UW_MAX_SGE);
@@ -326,6 +335,7 @@ static void service(uw_qp *qp, unsigned events)
         event_simple(qp, UW_CM_DISCONNECTED, 0);
     }
     if (qp->peer_fin && qp->fin_sent) {
+        uw__log(qp->ctx, UW_LOG_INFO, "QP[%u]: closed by both sides", qp->id);
         close_fd(qp);
         qp->cm = UW__CM_CLOSED;
         uw__qp_flush(qp, UW_ECANCELED);

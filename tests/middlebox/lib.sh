@@ -23,8 +23,9 @@ run_case() {
   local rport; rport=$(free_port)
   timeout 300 "$PEER" recv "$rport" $ropts >"$TMP/$name.recv" 2>&1 &
   local rpid=$!; PIDS+=($rpid)
-  for _ in $(seq 100); do grep -q LISTENING "$TMP/$name.recv" 2>/dev/null && break; sleep 0.05; done
-  timeout 300 "$PROXY" --timeout 280 --stats --log "$TMP/$name.log" $popts 0 127.0.0.1 "$rport" \
+  for _ in $(seq 200); do grep -q LISTENING "$TMP/$name.recv" 2>/dev/null && break; sleep 0.05; done
+  grep -q LISTENING "$TMP/$name.recv" || { cat "$TMP/$name.recv"; echo "FAIL: $name: receiver did not start"; exit 1; }
+  timeout 300 "$PROXY" --timeout 200 --stats --log "$TMP/$name.log" $popts 0 127.0.0.1 "$rport" \
     >"$TMP/$name.pport" 2>"$TMP/$name.proxy" &
   local ppid=$!; PIDS+=($ppid)
   for _ in $(seq 100); do grep -q '^PORT' "$TMP/$name.pport" 2>/dev/null && break; sleep 0.05; done

@@ -21,6 +21,8 @@
 
 #define BUF (1u << 20)
 
+static unsigned g_cq_depth = 256;
+
 typedef struct side {
     uw_ctx *ctx;
     uw_pd *pd;
@@ -47,7 +49,7 @@ static void side_init(side *s)
     uw_ctx_attr at = {.log = logf_, .log_ud = "ctx", .log_level = UW_LOG_DEBUG};
     assert_int_equal(uw_ctx_create(&s->ctx, getenv("UW_TEST_LOG") ? &at : NULL), 0);
     assert_int_equal(uw_pd_alloc(s->ctx, &s->pd), 0);
-    assert_int_equal(uw_cq_create(s->ctx, 256, &s->cq), 0);
+    assert_int_equal(uw_cq_create(s->ctx, g_cq_depth, &s->cq), 0);
     s->buf = calloc(1, BUF);
     assert_non_null(s->buf);
     assert_int_equal(uw_mr_reg(s->pd, s->buf, BUF,
@@ -280,6 +282,63 @@ static void test_bad_stag(void **st)
     pair_fini(&p);
 }
 
+/* A receive CQ far smaller than the burst: the receiver pauses while the
+ * CQ is full, with octets staged, and must resume where it stopped once the
+ * application polls. */
+static void test_small_cq_pause(void **st)
+{
+    (void)st;
+    pair p;
+    g_cq_depth = 4; /* both sides: the receiver's CQ fills after 4 messages */
+    assert_int_equal(connect_pair(&p, NULL, NULL, false), UW_CM_ESTABLISHED);
+    g_cq_depth = 256;
+    enum { N = 200, LEN = 100 };
+    for (int i = 0; i < N; i++) {
+        uw_sge rs = {(uint64_t)(uintptr_t)(p.b.buf + (size_t)i * LEN), LEN, uw_mr_stag(p.b.mr)};
+        uw_recv_wr rw = {.wr_id = (uint64_t)i, .sg_list = &rs, .num_sge = 1};
+        if (i < 128)
+            assert_int_equal(uw_post_recv(p.b.qp, &rw, 1, NULL), 0);
+    }
+    fill(p.a.buf, (size_t)N * LEN, 3);
+    int posted = 0, got = 0, acked = 0;
+    for (long guard = 0; got < N; guard++) {
+        if (guard > 200000)
+            fail_msg("receiver stalled after %d of %d messages", got, N);
+        while (posted < N && posted - acked < 64) {
+            uw_sge ss = {(uint64_t)(uintptr_t)(p.a.buf + (size_t)posted * LEN), LEN,
+                         uw_mr_stag(p.a.mr)};
+            uw_send_wr sw = {.wr_id = 1000 + (uint64_t)posted, .opcode = UW_WR_SEND,
+                             .flags = UW_SEND_SIGNALED, .sg_list = &ss, .num_sge = 1};
+            assert_int_equal(uw_post_send(p.a.qp, &sw, 1, NULL), 0);
+            posted++;
+        }
+        uw_wc wc;
+        /* Sender side: keep its CQ drained. */
+        while (uw_cq_poll(p.a.cq, &wc, 1) == 1)
+            assert_int_equal(wc.status, UW_WC_SUCCESS);
+        /* Receiver: let a burst arrive (it pauses with octets staged when the
+         * CQ is full), then take one completion at a time. */
+        for (int k = 0; k < 20; k++)
+            uw_ctx_progress(p.b.ctx);
+        if (uw_cq_poll(p.b.cq, &wc, 1) == 1) {
+            assert_int_equal(wc.status, UW_WC_SUCCESS);
+            assert_int_equal(wc.wr_id, (uint64_t)got);
+            got++;
+            if (got + 127 < N) {
+                int i = got + 127;
+                uw_sge rs = {(uint64_t)(uintptr_t)(p.b.buf + (size_t)i * LEN), LEN,
+                             uw_mr_stag(p.b.mr)};
+                uw_recv_wr rw = {.wr_id = (uint64_t)i, .sg_list = &rs, .num_sge = 1};
+                assert_int_equal(uw_post_recv(p.b.qp, &rw, 1, NULL), 0);
+            }
+            acked = got;
+        }
+        uw_ctx_progress(p.a.ctx);
+    }
+    assert_memory_equal(p.a.buf, p.b.buf, (size_t)N * LEN);
+    pair_fini(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -288,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_p2p),
         cmocka_unit_test(test_reject),
         cmocka_unit_test(test_bad_stag),
+        cmocka_unit_test(test_small_cq_pause),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
