@@ -39,7 +39,11 @@
 
 #include "pcap.h"
 #include "testutil.h"
+#include "rdmap/wire.h"
 #include "uwarp/mpa.h"
+
+/* Terminates decoded across all vectors (two captures contain one each). */
+static unsigned terminates_seen;
 
 #ifndef UW_SIW_VECTORS_DIR
 #define UW_SIW_VECTORS_DIR "../shared/vectors/siw"
@@ -278,6 +282,16 @@ typedef struct ulpdu_ctx {
  * Today it checks only the control octets against the decoder, from the raw
  * bytes (RFC 5041 4.2 T/L/DV; RFC 5040 4.2 RV/opcode), so the plumbing is
  * proven end to end. */
+/* Per-direction DDP/RDMAP stream state, reset at each direction's first
+ * FPDU: what a uwarp receiver would track (RFC 5041 5.3, RFC 5040 5.1). */
+static struct {
+    uint32_t msn[3];     /* next MSN expected per queue */
+    uint32_t mo;         /* untagged: offset expected in the current message */
+    bool in_tagged;      /* tagged message in progress */
+    uint64_t next_to;    /* its next TO */
+    uint32_t stag;       /* its STag */
+} ds;
+
 static void check_ulpdu(const ulpdu_ctx *ctx, const uint8_t *ulpdu, size_t len)
 {
     const exp_fpdu *x = ctx->expected;
@@ -288,6 +302,66 @@ static void check_ulpdu(const ulpdu_ctx *ctx, const uint8_t *ulpdu, size_t len)
     if (t != x->t || l != x->l || dv != x->dv || rv != x->rv || op != x->op)
         fail_msg("%s %s FPDU %zu: T=%u L=%u DV=%u RV=%u op=%u but decoder says: %s", ctx->vector,
                  ctx->dir, ctx->index, t, l, dv, rv, op, x->line);
+    if (ctx->index == 0) {
+        memset(&ds, 0, sizeof(ds));
+        ds.msn[0] = ds.msn[1] = ds.msn[2] = 1;
+    }
+    /* uwarp's own header codec on real siw traffic. */
+    uw__ddp_hdr h;
+    int hl = uw__ddp_hdr_decode(ulpdu, len, &h);
+    if (hl < 0)
+        fail_msg("%s %s FPDU %zu: ULPDU shorter than its DDP header", ctx->vector, ctx->dir,
+                 ctx->index);
+    uint8_t re[UW__DDP_UNTAGGED_HLEN];
+    assert_int_equal(uw__ddp_hdr_encode(&h, re), (size_t)hl);
+    assert_memory_equal(re, ulpdu, (size_t)hl);
+    uint32_t plen = (uint32_t)(len - (size_t)hl);
+    if (h.tagged) {
+        assert_true(h.opcode == UW__OP_WRITE || h.opcode == UW__OP_READ_RESP);
+        /* RFC 5041 5.2: segments of one tagged message carry consecutive TOs. */
+        if (ds.in_tagged && (h.stag != ds.stag || h.to != ds.next_to))
+            fail_msg("%s %s FPDU %zu: STag/TO %08x/%llx breaks the message (want %08x/%llx)",
+                     ctx->vector, ctx->dir, ctx->index, h.stag, (unsigned long long)h.to,
+                     ds.stag, (unsigned long long)ds.next_to);
+        ds.in_tagged = !h.last;
+        ds.stag = h.stag;
+        ds.next_to = h.to + plen;
+        return;
+    }
+    /* Untagged: the queue must match the opcode, and MSN/MO must run as a
+     * uwarp receiver requires (MSN from 1 per queue, MO from 0 per message). */
+    uint32_t qn = h.opcode == UW__OP_READ_REQ ? UW__QN_READ
+                  : h.opcode == UW__OP_TERMINATE ? UW__QN_TERM : UW__QN_SEND;
+    if (h.qn != qn)
+        fail_msg("%s %s FPDU %zu: opcode %u on QN %u", ctx->vector, ctx->dir, ctx->index,
+                 h.opcode, h.qn);
+    if (h.msn != ds.msn[qn] || h.mo != (qn == UW__QN_SEND ? ds.mo : 0))
+        fail_msg("%s %s FPDU %zu: MSN %u MO %u, expected MSN %u MO %u", ctx->vector, ctx->dir,
+                 ctx->index, h.msn, h.mo, ds.msn[qn], qn == UW__QN_SEND ? ds.mo : 0);
+    if (qn == UW__QN_SEND)
+        ds.mo = h.last ? 0 : ds.mo + plen;
+    if (h.last)
+        ds.msn[qn]++;
+    if (qn == UW__QN_READ) {
+        assert_int_equal(plen, UW__READ_REQ_LEN);
+        uw__read_req rr;
+        uw__read_req_decode(ulpdu + hl, &rr);
+        uint8_t back[UW__READ_REQ_LEN];
+        uw__read_req_encode(&rr, back);
+        assert_memory_equal(back, ulpdu + hl, UW__READ_REQ_LEN);
+    }
+    if (qn == UW__QN_TERM) {
+        /* siw's Terminates (vectors README 3): LLP/MPA codes 7 and 6 in its
+         * own nibble order, which uwarp must read as the RFC means them. */
+        uw__term_msg tm;
+        assert_int_equal(uw__term_decode(ulpdu + hl, plen, &tm), 0);
+        if (tm.term.layer != UW_TERM_LLP || tm.term.etype != 0 ||
+            (tm.term.ecode != 6 && tm.term.ecode != 7) || !tm.quirk)
+            fail_msg("%s %s FPDU %zu: Terminate read as layer %u type %u code %u (quirk %d)",
+                     ctx->vector, ctx->dir, ctx->index, tm.term.layer, tm.term.etype,
+                     tm.term.ecode, tm.quirk);
+        terminates_seen++;
+    }
 }
 /* ==== end HOOK ==== */
 
@@ -790,5 +864,10 @@ int main(int argc, char **argv)
     int rc = _cmocka_run_group_tests("siw_vectors", tests, n + 1, NULL, NULL);
     free(tests);
     free(vs);
+    /* The p2p-nortr and ord200 captures each hold one siw Terminate. */
+    if (rc == 0 && terminates_seen < 2) {
+        fprintf(stderr, "expected the 2 siw Terminates to be decoded, saw %u\n", terminates_seen);
+        rc = 1;
+    }
     return rc;
 }
