@@ -45,7 +45,29 @@ typedef struct ep {
     uw_qp *qp;
     uint8_t *mem;
     uw_mr *mr;
+    uw_listener *l;
 } ep;
+
+/* The one endpoint of this process; torn down in main() so that the
+ * sanitizer build also proves the library frees everything. */
+static ep E;
+
+static void ep_fini(ep *e)
+{
+    if (e->qp)
+        uw_qp_destroy(e->qp);
+    if (e->l)
+        uw_listener_destroy(e->l);
+    if (e->mr)
+        uw_mr_dereg(e->mr);
+    if (e->cq)
+        uw_cq_destroy(e->cq);
+    if (e->pd)
+        uw_pd_dealloc(e->pd);
+    if (e->ctx && uw_ctx_destroy(e->ctx) != 0)
+        fprintf(stderr, "mb_peer: context still busy at exit\n");
+    free(e->mem);
+}
 
 static void ep_init(ep *e, size_t len)
 {
@@ -104,44 +126,42 @@ static int run_recv(int port, int argc, char **argv)
     uw_conn_param p = {0};
     bool expect_crc = false, unused = false;
     params(&p, argc, argv, &expect_crc, &unused);
-    ep e;
     size_t rlen = (size_t)NRECV * MSG;
-    ep_init(&e, rlen + 64 + WREGION);
-    uint8_t *ctrl = e.mem + rlen, *wreg = ctrl + 64;
-    uw_qp_attr qa = {.pd = e.pd, .send_cq = e.cq, .recv_cq = e.cq, .max_recv_wr = NRECV};
+    ep_init(&E, rlen + 64 + WREGION);
+    uint8_t *ctrl = E.mem + rlen, *wreg = ctrl + 64;
+    uw_qp_attr qa = {.pd = E.pd, .send_cq = E.cq, .recv_cq = E.cq, .max_recv_wr = NRECV};
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    uw_listener *l;
-    if (uw_listen(e.ctx, (struct sockaddr *)&sin, sizeof(sin), &qa, &p, &l))
+    if (uw_listen(E.ctx, (struct sockaddr *)&sin, sizeof(sin), &qa, &p, &E.l))
         return die("listen failed");
     printf("LISTENING\n");
     fflush(stdout);
     uw_cm_event ev;
-    if (uw_cm_wait_event(e.ctx, &ev, 20000) != 1 || ev.type != UW_CM_CONNECT_REQUEST)
+    if (uw_cm_wait_event(E.ctx, &ev, 20000) != 1 || ev.type != UW_CM_CONNECT_REQUEST)
         return die("no connection");
-    e.qp = ev.qp;
+    E.qp = ev.qp;
     for (uint32_t i = 0; i < NRECV; i++)
-        post_recv(&e, e.mem + (size_t)i * MSG, i);
+        post_recv(&E, E.mem + (size_t)i * MSG, i);
     uint8_t apd[12];
     uint64_t wa = (uint64_t)(uintptr_t)wreg;
     for (int i = 0; i < 8; i++)
         apd[i] = (uint8_t)(wa >> (56 - 8 * i));
-    uint32_t stag = uw_mr_stag(e.mr);
+    uint32_t stag = uw_mr_stag(E.mr);
     for (int i = 0; i < 4; i++)
         apd[8 + i] = (uint8_t)(stag >> (24 - 8 * i));
     uw_conn_param ap = {.private_data = apd, .private_data_len = 12};
-    if (uw_accept(e.qp, &ap))
+    if (uw_accept(E.qp, &ap))
         return die("accept failed");
     uint64_t msgs = 0, bytes = 0;
     uint32_t since = 0;
     int result = -1;
     while (result < 0) {
         uw_wc wc[16];
-        int n = uw_cq_poll(e.cq, wc, 16);
+        int n = uw_cq_poll(E.cq, wc, 16);
         for (int i = 0; i < n; i++) {
             if (wc[i].opcode != UW_WC_RECV || wc[i].status != UW_WC_SUCCESS)
                 continue;
-            uint8_t *b = e.mem + (size_t)wc[i].wr_id * MSG;
+            uint8_t *b = E.mem + (size_t)wc[i].wr_id * MSG;
             for (uint32_t k = 0; k < wc[i].byte_len; k++)
                 if (b[k] != pat(msgs, k)) {
                     fprintf(stderr, "mb_peer: message %llu octet %u: got %02x want %02x\n",
@@ -150,15 +170,15 @@ static int run_recv(int port, int argc, char **argv)
                 }
             msgs++;
             bytes += wc[i].byte_len;
-            post_recv(&e, b, wc[i].wr_id);
+            post_recv(&E, b, wc[i].wr_id);
             if (++since == CREDIT_EVERY) {
-                post_send(&e, ctrl, 4, UW_WR_SEND, 0, 0, 99);
+                post_send(&E, ctrl, 4, UW_WR_SEND, 0, 0, 99);
                 since = 0;
             }
         }
         if (n)
             continue;
-        int r = uw_cm_wait_event(e.ctx, &ev, 0);
+        int r = uw_cm_wait_event(E.ctx, &ev, 0);
         if (r == 1) {
             if (ev.type == UW_CM_ESTABLISHED)
                 continue;
@@ -179,7 +199,7 @@ static int run_recv(int port, int argc, char **argv)
             break;
         }
         /* CQ and event queue are drained: now the context fd tells. */
-        uw_ctx_wait(e.ctx, 10000);
+        uw_ctx_wait(E.ctx, 10000);
     }
     /* The Write region: every octet is the pattern, untouched, or zero
      * (placed by a segment whose CRC then failed). */
@@ -193,9 +213,9 @@ static int run_recv(int port, int argc, char **argv)
         }
     printf("received %llu messages, %llu octets\n", (unsigned long long)msgs,
            (unsigned long long)bytes);
-    uw_disconnect(e.qp);
-    for (int i = 0; i < 50 && uw_qp_state(e.qp) != UW_QPS_CLOSED; i++)
-        uw_ctx_wait(e.ctx, 20);
+    uw_disconnect(E.qp);
+    for (int i = 0; i < 50 && uw_qp_state(E.qp) != UW_QPS_CLOSED; i++)
+        uw_ctx_wait(E.ctx, 20);
     return result;
 }
 
@@ -204,24 +224,23 @@ static int run_send(const char *host, int port, uint64_t total, int argc, char *
     uw_conn_param p = {0};
     bool unused = false, expect_term = false;
     params(&p, argc, argv, &unused, &expect_term);
-    ep e;
     size_t slen = 2 * (size_t)MSG;
-    ep_init(&e, slen + (size_t)NRECV * 64 + SLOT);
-    uw_qp_attr qa = {.pd = e.pd, .send_cq = e.cq, .recv_cq = e.cq, .max_send_wr = 256};
-    if (uw_qp_create(e.ctx, &qa, &e.qp))
+    ep_init(&E, slen + (size_t)NRECV * 64 + SLOT);
+    uw_qp_attr qa = {.pd = E.pd, .send_cq = E.cq, .recv_cq = E.cq, .max_send_wr = 256};
+    if (uw_qp_create(E.ctx, &qa, &E.qp))
         return die("qp_create failed");
-    uint8_t *rb = e.mem + slen;
+    uint8_t *rb = E.mem + slen;
     for (uint32_t i = 0; i < NRECV; i++) {
-        uw_sge s = {(uint64_t)(uintptr_t)(rb + i * 64), 64, uw_mr_stag(e.mr)};
+        uw_sge s = {(uint64_t)(uintptr_t)(rb + i * 64), 64, uw_mr_stag(E.mr)};
         uw_recv_wr w = {.wr_id = i, .sg_list = &s, .num_sge = 1};
-        uw_post_recv(e.qp, &w, 1, NULL);
+        uw_post_recv(E.qp, &w, 1, NULL);
     }
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     inet_pton(AF_INET, host, &sin.sin_addr);
-    if (uw_connect(e.qp, (struct sockaddr *)&sin, sizeof(sin), &p))
+    if (uw_connect(E.qp, (struct sockaddr *)&sin, sizeof(sin), &p))
         return die("connect failed");
     uw_cm_event ev;
-    if (uw_cm_wait_event(e.ctx, &ev, 20000) != 1 || ev.type != UW_CM_ESTABLISHED)
+    if (uw_cm_wait_event(E.ctx, &ev, 20000) != 1 || ev.type != UW_CM_ESTABLISHED)
         return die("connection not established");
     uint64_t raddr = 0;
     uint32_t rkey = 0;
@@ -238,17 +257,17 @@ static int run_send(const char *host, int port, uint64_t total, int argc, char *
         /* Credits: at most NRECV messages beyond those the receiver re-posted. */
         while (sent < total && msg - acked < NRECV - 2 && inflight < 16) {
             uint32_t len = (uint32_t)(total - sent < MSG ? total - sent : MSG);
-            uint8_t *b = e.mem + (msg & 1) * MSG;
+            uint8_t *b = E.mem + (msg & 1) * MSG;
             for (uint32_t k = 0; k < len; k++)
                 b[k] = pat(msg, k);
-            post_send(&e, b, len, UW_WR_SEND, 0, 0, 1);
+            post_send(&E, b, len, UW_WR_SEND, 0, 0, 1);
             inflight++;
             sent += len;
             msg++;
             if (!write_busy && writes < WREGION / SLOT) {
                 for (uint32_t k = 0; k < SLOT; k++)
                     wsrc[k] = pat(1000000 + writes, k);
-                post_send(&e, wsrc, SLOT, UW_WR_RDMA_WRITE, raddr + writes * SLOT, rkey, 2);
+                post_send(&E, wsrc, SLOT, UW_WR_RDMA_WRITE, raddr + writes * SLOT, rkey, 2);
                 write_busy = true;
                 writes++;
             }
@@ -257,22 +276,22 @@ static int run_send(const char *host, int port, uint64_t total, int argc, char *
                 break;
         }
         uw_wc wc[16];
-        int n = uw_cq_wait(e.cq, wc, 16, 200);
+        int n = uw_cq_wait(E.cq, wc, 16, 200);
         for (int i = 0; i < n; i++) {
             if (wc[i].status != UW_WC_SUCCESS)
                 continue;
             if (wc[i].opcode == UW_WC_RECV) {
                 acked += CREDIT_EVERY;
-                uw_sge s = {(uint64_t)(uintptr_t)(rb + wc[i].wr_id * 64), 64, uw_mr_stag(e.mr)};
+                uw_sge s = {(uint64_t)(uintptr_t)(rb + wc[i].wr_id * 64), 64, uw_mr_stag(E.mr)};
                 uw_recv_wr w = {.wr_id = wc[i].wr_id, .sg_list = &s, .num_sge = 1};
-                uw_post_recv(e.qp, &w, 1, NULL);
+                uw_post_recv(E.qp, &w, 1, NULL);
             } else if (wc[i].wr_id == 1) {
                 inflight--;
             } else if (wc[i].wr_id == 2) {
                 write_busy = false;
             }
         }
-        if (uw_cm_get_event(e.ctx, &ev) == 1) {
+        if (uw_cm_get_event(E.ctx, &ev) == 1) {
             if (ev.type == UW_CM_TERMINATED && ev.term_received) {
                 printf("terminate-received layer=%u etype=%u ecode=%u (%s)\n", ev.term.layer,
                        ev.term.etype, ev.term.ecode, uw_term_describe(ev.term));
@@ -291,7 +310,7 @@ static int run_send(const char *host, int port, uint64_t total, int argc, char *
            (unsigned long long)sent, (unsigned long long)writes);
     if (expect_term) {
         /* The receiver's Terminate can still be on its way. */
-        if (uw_cm_wait_event(e.ctx, &ev, 10000) == 1 && ev.type == UW_CM_TERMINATED &&
+        if (uw_cm_wait_event(E.ctx, &ev, 10000) == 1 && ev.type == UW_CM_TERMINATED &&
             ev.term_received) {
             printf("terminate-received layer=%u etype=%u ecode=%u (%s)\n", ev.term.layer,
                    ev.term.etype, ev.term.ecode, uw_term_describe(ev.term));
@@ -299,9 +318,9 @@ static int run_send(const char *host, int port, uint64_t total, int argc, char *
         }
         return die("no Terminate received");
     }
-    uw_disconnect(e.qp);
+    uw_disconnect(E.qp);
     for (int i = 0; i < 500 && !peer_closed; i++) {
-        if (uw_cm_wait_event(e.ctx, &ev, 20) == 1 && ev.type == UW_CM_DISCONNECTED)
+        if (uw_cm_wait_event(E.ctx, &ev, 20) == 1 && ev.type == UW_CM_DISCONNECTED)
             peer_closed = true;
     }
     return peer_closed ? 0 : die("peer did not close");
@@ -309,10 +328,17 @@ static int run_send(const char *host, int port, uint64_t total, int argc, char *
 
 int main(int argc, char **argv)
 {
-    if (argc >= 3 && !strcmp(argv[1], "recv"))
-        return run_recv(atoi(argv[2]), argc - 3, argv + 3);
-    if (argc >= 5 && !strcmp(argv[1], "send"))
-        return run_send(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 0), argc - 5, argv + 5);
+    int rc;
+    if (argc >= 3 && !strcmp(argv[1], "recv")) {
+        rc = run_recv(atoi(argv[2]), argc - 3, argv + 3);
+        ep_fini(&E);
+        return rc;
+    }
+    if (argc >= 5 && !strcmp(argv[1], "send")) {
+        rc = run_send(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 0), argc - 5, argv + 5);
+        ep_fini(&E);
+        return rc;
+    }
     fprintf(stderr, "usage: mb_peer recv PORT [opts] | mb_peer send HOST PORT BYTES [opts]\n");
     return 1;
 }
