@@ -36,8 +36,8 @@
 extern "C" {
 #endif
 
-#define UW_PM_PORT 3935u   /* section 16: the IANA port of the PMSP */
-#define UW_PM_MSG_LEN 48u  /* Figure 17: 4 + 4 + 8 + 16 + 16 octets */
+#define UW_PM_PORT 3935u  /* section 16: the IANA port of the PMSP */
+#define UW_PM_MSG_LEN 48u /* Figure 17: 4 + 4 + 8 + 16 + 16 octets */
 #define UW_PM_NS_PER_MS 1000000ull
 #define UW_PM_FOREVER UINT64_MAX /* "no deadline" and "permanent" */
 
@@ -125,15 +125,15 @@ typedef struct uw_pm_client_opts {
     uw_pm_random_cb random;
     void *random_ud;
     uint64_t seed;
-    uint64_t rto_ns;        /* first reply timeout; 0 means 250 ms */
-    uint64_t rto_max_ns;    /* backoff cap (each timeout doubles); 0 means 2 s */
-    unsigned max_retries;   /* retransmissions after the first PMReq; 0 means 4.
-                               UW_PM_NO_RETRY (no retransmission at all) is allowed. */
-    size_t max_txns;        /* transactions held at once, in flight or lingering; 0 means 64 */
-    size_t cache_max;       /* cached PMAccepts; 0 means 128 */
-    uint64_t linger_ns;     /* how long a finished transaction is remembered so late
-                               replies count as duplicates; 0 means the whole
-                               retransmission span (and at least 1 s) */
+    uint64_t rto_ns;           /* first reply timeout; 0 means 250 ms */
+    uint64_t rto_max_ns;       /* backoff cap (each timeout doubles); 0 means 2 s */
+    unsigned max_retries;      /* retransmissions after the first PMReq; 0 means 4.
+                                  UW_PM_NO_RETRY (no retransmission at all) is allowed. */
+    size_t max_txns;           /* transactions held at once, in flight or lingering; 0 means 64 */
+    size_t cache_max;          /* cached PMAccepts; 0 means 128 */
+    uint64_t linger_ns;        /* how long a finished transaction is remembered so late
+                                  replies count as duplicates; 0 means the whole
+                                  retransmission span (and at least 1 s) */
     const uw_allocator *alloc; /* NULL for malloc/free */
 } uw_pm_client_opts;
 
@@ -170,15 +170,15 @@ enum uw_pm_reason {
  * Address (ApIPAddr and ApPort of the PMAccept) for UW_PM_USE_SDP, the
  * Conventional Address of the query otherwise. */
 typedef struct uw_pm_result {
-    uint64_t txn;     /* the id uw_pm_client_start() gave */
-    int outcome;      /* enum uw_pm_outcome */
-    int reason;       /* enum uw_pm_reason */
+    uint64_t txn; /* the id uw_pm_client_start() gave */
+    int outcome;  /* enum uw_pm_outcome */
+    int reason;   /* enum uw_pm_reason */
     uint8_t ipv;
     uint8_t ip[16];
     uint16_t port;
-    uint8_t pmtime;   /* PmTime of the PMAccept (ACCEPT and CACHED) */
-    uint64_t assoc;   /* AssocHandle used (0 for CACHED) */
-    unsigned sent;    /* PMReqs sent: 1 + retransmissions (0 for CACHED) */
+    uint8_t pmtime;       /* PmTime of the PMAccept (ACCEPT and CACHED) */
+    uint64_t assoc;       /* AssocHandle used (0 for CACHED) */
+    unsigned sent;        /* PMReqs sent: 1 + retransmissions (0 for CACHED) */
     uint64_t cache_until; /* for ACCEPT/CACHED: when the cache entry expires
                              (UW_PM_FOREVER: permanent; 0: not cached) */
 } uw_pm_result;
@@ -241,7 +241,7 @@ int uw_pm_client_next_result(uw_pm_client *c, uw_pm_result *out);
 
 /* Stops a transaction that has not finished: its result becomes
  * UW_PM_USE_CONVENTIONAL with reason UW_PM_R_CANCELED. Errors: UW_ENOENT
- * (unknown id or already finished). */
+ * (unknown id or already finished), UW_EINVAL (c NULL). */
 int uw_pm_client_cancel(uw_pm_client *c, uint64_t txn, uint64_t now);
 
 /* The Connecting Peer got a connection reset from the SDP Address it was given
@@ -293,8 +293,8 @@ enum uw_pm_release_why {
 };
 
 typedef struct uw_pm_server_event {
-    int type;          /* enum uw_pm_server_event_type */
-    int why;           /* RELEASED only: enum uw_pm_release_why */
+    int type;                     /* enum uw_pm_server_event_type */
+    int why;                      /* RELEASED only: enum uw_pm_release_why */
     const uw_pm_msg *req;         /* the PMReq the transaction was created for */
     const uw_pm_mapping *mapping; /* what the last PMAccept said */
     const uw_pm_udp_addr *from;   /* the client's UDP address */
@@ -316,7 +316,7 @@ typedef struct uw_pm_server_opts {
     size_t max_pending;         /* transactions held at once; 0 means 4096. When full, new
                                    PMReqs are denied (resource exhaustion, 7.4) */
     uint32_t rate_per_s;        /* PMReqs per second per source IP; 0 means 100 */
-    uint32_t rate_burst;        /* bucket depth; 0 means 2 * rate_per_s */
+    uint32_t rate_burst;        /* bucket depth; 0 means 2 * rate_per_s; at most 1000000 */
     bool rate_unlimited;        /* turn per-source limiting off */
     uint32_t timeout_penalty;   /* tokens a source loses when one of its PMAccepts times
                                    out (15.2.1: quench sources of partial mappings); 0 means
@@ -350,7 +350,7 @@ typedef struct uw_pm_server_stats {
     uint64_t replaced;   /* states replaced by a new AssocHandle */
     uint64_t acks;       /* PMAcks (and LLP connections) that stopped a timer */
     uint64_t acks_unknown;
-    uint64_t timeouts;   /* PMAccepts never acknowledged: released */
+    uint64_t timeouts; /* PMAccepts never acknowledged: released */
     uint64_t rate_limited;
     uint64_t full;
     uint64_t malformed;
@@ -360,8 +360,8 @@ typedef struct uw_pm_server_stats {
 } uw_pm_server_stats;
 
 /* Errors: UW_EINVAL (no lookup, max_pending over 2^24, rate_slots over 2^24),
- * UW_ENOMEM. All memory (transaction pool, hash tables, rate buckets, about
- * 170 octets per pending transaction and 32 per rate slot) is allocated here
+ * UW_ENOMEM. All memory (transaction pool, hash tables, rate buckets: about
+ * 160 octets per pending transaction and 40 per rate slot) is allocated here
  * and never later, so a flood cannot grow it. */
 int uw_pm_server_create(uw_pm_server **out, const uw_pm_server_opts *opts);
 /* Frees everything without events. s may be NULL. */
@@ -372,8 +372,8 @@ void uw_pm_server_destroy(uw_pm_server *s);
  * reply->to = from (7.4: replies go back to where the PMReq came from); else
  * reply->len is 0. Returns an enum uw_pm_server_verdict, or the errors of
  * uw_pm_decode() for a malformed datagram (counted, no reply, no state
- * change), or UW_EINVAL for NULL arguments. The lookup and event callbacks
- * run inside this call. */
+ * change), or UW_EINVAL for NULL arguments. data and from are only read
+ * during the call; the lookup and event callbacks run inside it. */
 int uw_pm_server_recv(uw_pm_server *s, uint64_t now, const void *data, size_t len,
                       const uw_pm_udp_addr *from, uw_pm_datagram *reply);
 

@@ -27,8 +27,8 @@ void uw__pm_cache_free(uw__pm_cache *c)
 
 static bool key_eq(const uw__pm_cache_key *a, const uw__pm_cache_key *b)
 {
-    return a->ipv == b->ipv && a->ap_port == b->ap_port && uw__pm_ip_eq(a->ipv, a->cp_ip, b->cp_ip) &&
-           uw__pm_ip_eq(a->ipv, a->ap_ip, b->ap_ip);
+    return a->ipv == b->ipv && a->ap_port == b->ap_port &&
+           uw__pm_ip_eq(a->ipv, a->cp_ip, b->cp_ip) && uw__pm_ip_eq(a->ipv, a->ap_ip, b->ap_ip);
 }
 
 static void drop(uw__pm_cache *c, uw__pm_cache_entry *e)

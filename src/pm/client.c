@@ -74,8 +74,8 @@ int uw_pm_client_create(uw_pm_client **out, const uw_pm_client_opts *opts)
     c->rto = rto;
     c->rto_max = rto_max;
     c->max_retries = opts->max_retries == UW_PM_NO_RETRY ? 0
-                     : opts->max_retries               ? opts->max_retries
-                                                       : 4;
+                     : opts->max_retries                 ? opts->max_retries
+                                                         : 4;
     c->max_txns = opts->max_txns ? opts->max_txns : 64;
     size_t cache_max = opts->cache_max ? opts->cache_max : 128;
     if (opts->linger_ns) {

@@ -172,10 +172,9 @@ static void release(uw_pm_server *s, ent *e, int why)
         emit(s, UW_PM_EV_RELEASED, why, e);
     list_unlink(s, e->state == E_PENDING ? &s->pending : &s->acked, e);
     chain_remove(s, &s->by_tuple[hash_tuple(s, &e->req)], e, true);
-    chain_remove(s,
-                 &s->by_assoc[hash_assoc(s, e->req.ipv, e->req.assoc, e->req.cp_port,
-                                         e->req.cp_ip)],
-                 e, false);
+    chain_remove(
+        s, &s->by_assoc[hash_assoc(s, e->req.ipv, e->req.assoc, e->req.cp_port, e->req.cp_ip)], e,
+        false);
     e->state = E_FREE;
     e->next_tuple = s->free_head;
     s->free_head = link_of(s, e);
@@ -278,8 +277,8 @@ int uw_pm_server_create(uw_pm_server **out, const uw_pm_server_opts *o)
     if (burst > MAX_BURST)
         burst = MAX_BURST; /* keeps the nano-token arithmetic inside int64 */
     uint64_t pen = o->timeout_penalty == UINT32_MAX ? 0
-                   : o->timeout_penalty              ? o->timeout_penalty
-                                                     : (burst / 4 ? burst / 4 : 1);
+                   : o->timeout_penalty             ? o->timeout_penalty
+                                                    : (burst / 4 ? burst / 4 : 1);
     s->rate = rate;
     s->burst = (int64_t)(burst * NS_PER_S);
     s->penalty = (int64_t)(pen > burst ? burst : pen) * (int64_t)NS_PER_S;
@@ -402,7 +401,8 @@ static int ask(uw_pm_server *s, const uw_pm_msg *req, const uw_pm_udp_addr *from
     uw__pm_ip_copy(req->ipv, map->ip, req->ap_ip);
     map->port = req->ap_port;
     int ok = s->lookup(s->lookup_ud, req, from, map);
-    uw__pm_ip_copy(req->ipv, map->ip, map->ip); /* the unused 96 bits stay zero */
+    size_t n = uw__pm_ip_len(req->ipv);
+    memset(map->ip + n, 0, 16 - n); /* the unused 96 bits stay zero whatever lookup wrote */
     return ok;
 }
 
