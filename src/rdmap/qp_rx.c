@@ -146,11 +146,13 @@ static int header_done(uw_qp *qp)
     uint32_t mo_expect = h->qn == UW__QN_SEND ? qp->rq_msg_off : 0;
     if (h->mo != mo_expect)
         return UW_EDDP_MO;
-    if (qp->rtr_pending_rx) {
+    /* A Terminate is taken whenever it comes: siw sends one instead of the
+     * RTR when it cannot match an RTR type. */
+    if (qp->rtr_pending_rx && h->qn != UW__QN_TERM) {
         if (h->qn == UW__QN_SEND && (qp->mpa.rtr & UW_MPA_RTR_SEND) && len == 0 && h->last)
             return 0; /* the Send RTR: consumes no receive buffer */
         if (h->qn != UW__QN_READ || !(qp->mpa.rtr & UW_MPA_RTR_READ))
-            return h->qn == UW__QN_TERM ? 0 : UW_EMPA_RTR_MISSING;
+            return UW_EMPA_RTR_MISSING;
     }
     if (h->qn == UW__QN_SEND) {
         if (!qp->rq_count)
@@ -300,8 +302,10 @@ static int send_done(uw_qp *qp)
     if (h->opcode == UW__OP_SEND_INV || h->opcode == UW__OP_SEND_SE_INV) {
         /* RFC 5040 6.10: invalidate before the completion is reported. */
         uw_mr *mr = uw__mr_lookup(qp->ctx, h->stag);
-        if (!mr || mr->pd != qp->pd)
+        if (!mr)
             return UW_ERDMAP_STAG;
+        if (mr->pd != qp->pd)
+            return UW_ERDMAP_PD; /* as for a Read Request's source (code 3) */
         if (!(mr->access & UW_ACCESS_REMOTE_INVALIDATE))
             return UW_ERDMAP_INVALIDATE;
         mr->valid = false;
@@ -326,12 +330,19 @@ static int fpdu_end(uw_qp *qp)
         scrub(qp);
         return fail(qp, UW_EMPA_CRC, false);
     }
-    if (rx->marker_bad)
+    if (rx->marker_bad) {
+        scrub(qp); /* its placement is as untrustworthy as a CRC failure's */
         return fail(qp, UW_EMPA_MARKER, false);
+    }
     if (!rx->hdr_done && !rx->pending_err)
         rx->pending_err = UW_EDDP_HDR;
     if (rx->pending_err)
         return fail(qp, rx->pending_err, rx->hdr_done);
+    if (qp->first_rx_pending) {
+        /* RFC 5044 7.1.2 rule 4: the responder may send from now on. */
+        qp->first_rx_pending = false;
+        qp->kick = true;
+    }
     uw__ddp_hdr *h = &rx->h;
     int err = 0;
     if (h->tagged) {

@@ -248,8 +248,9 @@ static void build(uw_qp *qp)
         }
         if (qp->dead || (qp->state != UW_QPS_RTS && qp->state != UW_QPS_CLOSING))
             return;
-        /* RFC 6581 7.1: the responder sends nothing before the RTR. */
-        if (qp->rtr_pending_rx)
+        /* RFC 6581 7.1: the responder sends nothing before the RTR; RFC 5044
+         * 7.1.2 rule 4: nor, without RTRs, before a first valid FPDU. */
+        if (qp->rtr_pending_rx || qp->first_rx_pending)
             return;
         if (qp->rtr_pending_tx) {
             build_rtr(qp);

@@ -193,6 +193,7 @@ struct uw_qp {
     uw_mpa_params mpa;
     bool rtr_pending_rx;  /* responder in p2p: nothing is sent until the RTR arrives */
     bool rtr_pending_tx;  /* initiator in p2p: the RTR goes first */
+    bool first_rx_pending; /* responder without RTR: silent until a first FPDU */
     bool eof_seen;        /* recv() returned 0 */
     bool peer_fin, local_fin, fin_sent, disconnect_req, disc_reported;
     int close_err;

@@ -325,5 +325,6 @@ void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t 
     qp->rx.pos = rx_pos;
     qp->rtr_pending_tx = initiator && mpa->p2p;
     qp->rtr_pending_rx = !initiator && mpa->p2p;
+    qp->first_rx_pending = !initiator && !mpa->p2p;
     qp->kick = true;
 }
