@@ -175,7 +175,11 @@ int perf_uw_server(const char *addr, int port, const perf_cfg *base)
                 perf_put32(pd_out + 8, uw_mr_stag(s->mr));
                 perf_put32(pd_out + 12, max32(c.size, 64));
                 perf_put32(pd_out + 16, s->nrecv);
-                uw_conn_param ap = {.private_data = pd_out, .private_data_len = 20};
+                /* The client's wishes decide CRC and markers: both sides of
+                 * a measurement must run the configuration it reports. */
+                uw_conn_param ap = {.private_data = pd_out, .private_data_len = 20,
+                                    .crc = c.crc ? UW_CRC_PREFER : UW_CRC_AVOID,
+                                    .markers = c.markers};
                 if (uw_accept(ev.qp, &ap) < 0) {
                     sconn_free(s);
                     continue;
@@ -342,6 +346,13 @@ int perf_uw_client(const char *host, int port, const perf_cfg *c, perf_res *r)
         if (ev.type != UW_CM_ESTABLISHED || !q) {
             snprintf(r->err, sizeof(r->err), "connection failed: %s (%s)",
                      uw_cm_event_name(ev.type), uw_strerror(ev.err));
+            goto out;
+        }
+        if (ev.mpa.crc != c->crc || ev.mpa.markers_tx != c->markers ||
+            ev.mpa.markers_rx != c->markers) {
+            snprintf(r->err, sizeof(r->err),
+                     "negotiated crc=%d markers=%d/%d, not the configuration asked for",
+                     ev.mpa.crc, ev.mpa.markers_tx, ev.mpa.markers_rx);
             goto out;
         }
         q->raddr = perf_get64(ev.private_data);

@@ -308,9 +308,12 @@ int uw_listen(uw_ctx *ctx, const struct sockaddr *addr, socklen_t len, const uw_
               const uw_conn_param *p, uw_listener **out);
 int uw_listener_destroy(uw_listener *l);
 int uw_listener_addr(const uw_listener *l, struct sockaddr_storage *ss, socklen_t *len);
-/* Accepts a CONNECT_REQUEST qp; p may override private data (other fields
- * come from the listener). ESTABLISHED follows when the connection is ready
- * (in peer-to-peer mode: when the RTR has arrived). */
+/* Accepts a CONNECT_REQUEST qp. With p NULL the listener's parameters
+ * apply; otherwise p's private data, CRC policy and markers replace the
+ * listener's for this connection (so a server can decide them from the
+ * Request's private data), and the other fields come from the listener.
+ * ESTABLISHED follows when the connection is ready (in peer-to-peer mode:
+ * when the RTR has arrived). */
 int uw_accept(uw_qp *qp, const uw_conn_param *p);
 /* Rejects with private data; the QP goes to CLOSED and must be destroyed. */
 int uw_reject(uw_qp *qp, const void *pd, size_t pd_len);

@@ -303,11 +303,17 @@ int uw_accept(uw_qp *qp, const uw_conn_param *p)
 {
     if (!qp || qp->cm != UW__CM_WAIT_ACCEPT)
         return UW_EINVAL;
-    if (p && p->private_data_len) {
-        if (p->private_data_len > UW_MPA_MAX_PD || !p->private_data)
+    if (p) {
+        if (p->private_data_len > UW_MPA_MAX_PD || (p->private_data_len && !p->private_data) ||
+            p->crc < 0 || p->crc > UW_CRC_REQUIRE)
             return UW_EINVAL;
-        memcpy(qp->param_pd, p->private_data, p->private_data_len);
+        if (p->private_data_len)
+            memcpy(qp->param_pd, p->private_data, p->private_data_len);
         qp->param.private_data_len = p->private_data_len;
+        /* Per connection: the application may have chosen them from the
+         * Request's private data (RFC 5044 7.1.2: the Reply decides). */
+        qp->pol.crc = p->crc != UW_CRC_AVOID;
+        qp->pol.markers = p->markers;
     }
     uw_mpa_frame rep;
     int r = uw_mpa_respond(&qp->pol, &qp->req, false, qp->param_pd, qp->param.private_data_len,

@@ -137,8 +137,9 @@ static void term_written(uw_qp *qp)
 static int do_tx(uw_qp *qp)
 {
     for (int round = 0; round < 64; round++) {
-        struct iovec iov[64];
-        int n = uw__qp_tx_iov(qp, iov, 64);
+        /* IOV_MAX: a marked 64 KiB FPDU alone needs some 260 iovecs. */
+        struct iovec iov[UW__TX_IOV];
+        int n = uw__qp_tx_iov(qp, iov, UW__TX_IOV);
         if (n <= 0)
             break;
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
@@ -201,8 +202,8 @@ static int do_rx(uw_qp *qp)
             return e == UW_ETERM_RECEIVED ? e : 0;
     }
     for (int round = 0; round < 64 && !qp->dead; round++) {
-        struct iovec iov[UW_MAX_SGE];
-        int n = uw__qp_rx_iov(qp, iov, UW_MAX_SGE);
+        struct iovec iov[UW__RX_PLAN];
+        int n = uw__qp_rx_iov(qp, iov, UW__RX_PLAN);
         if (n <= 0)
             return 0;
         struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
@@ -433,8 +434,8 @@ static int wait_in_recv(uw_ctx *c, int timeout_ms)
         q->cm != UW__CM_RTS || q->fd < 0 || q->dead || q->kick || q->txf_count ||
         q->eof_seen || q->hs_off < q->hs_len || q->disconnect_req)
         return -1;
-    struct iovec iov[UW_MAX_SGE];
-    int n = uw__qp_rx_iov(q, iov, UW_MAX_SGE);
+    struct iovec iov[UW__RX_PLAN];
+    int n = uw__qp_rx_iov(q, iov, UW__RX_PLAN);
     if (n <= 0)
         return -1;
     if (timeout_ms != q->rcvtimeo_ms) {

@@ -402,7 +402,25 @@ static uint32_t hdr_want(const struct uw__rx *rx)
 }
 
 /* Consumes up to len staged octets; returns how many, or a fatal error. */
-static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used)
+/* Octets of the current payload run that are already at their destination
+ * (read there directly): move the cursor as place() would have. */
+static void placed(uw_qp *qp, const uint8_t *p, uint32_t n)
+{
+    struct uw__rx *rx = &qp->rx;
+    if (rx->dest == UW__D_MEM) {
+        if (!rx->dstart)
+            rx->dstart = rx->dptr;
+        rx->dptr += n;
+    } else if (rx->dest == UW__D_RECV) {
+        rx->rmo += n;
+    }
+    (void)p;
+}
+
+/* Walks len octets through the FPDU state machine. With landed, p points at
+ * octets already where they belong (payload at its destination, a marker
+ * in its slot); otherwise p is staged input to be copied out. */
+static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bool landed)
 {
     struct uw__rx *rx = &qp->rx;
     bool want_crc = qp->flags_rx & UW_MPA_CRC;
@@ -456,7 +474,10 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used)
                     rx->pending_err = UW_EDDP_HDR;
                 }
             } else {
-                place(qp, p, take);
+                if (landed)
+                    placed(qp, p, take);
+                else
+                    place(qp, p, take);
             }
             break;
         }
@@ -494,51 +515,111 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used)
     return 0;
 }
 
+/* Adds the destination iovecs of n payload octets starting at the planned
+ * cursor; returns how many entries were added (0 when out of room). */
+static int plan_payload(struct uw__rx *rx, struct iovec *iov, int k, int cap, uint8_t **dp,
+                        uint32_t *mo, uint32_t n)
+{
+    int k0 = k;
+    if (rx->dest == UW__D_MEM) {
+        if (k >= cap)
+            return 0;
+        iov[k].iov_base = *dp;
+        iov[k].iov_len = n;
+        *dp += n;
+        return 1;
+    }
+    struct uw__rwqe *r = rx->rwqe;
+    uint32_t off = *mo;
+    for (int i = 0; i < r->wr.num_sge && n; i++) {
+        if (off >= r->sge[i].length) {
+            off -= r->sge[i].length;
+            continue;
+        }
+        if (k >= cap)
+            return k - k0; /* partial: the rest comes with the next read */
+        uint32_t take = r->sge[i].length - off;
+        if (take > n)
+            take = n;
+        iov[k].iov_base = (uint8_t *)(uintptr_t)(r->sge[i].addr + off);
+        iov[k].iov_len = take;
+        k++;
+        n -= take;
+        *mo += take;
+        off = 0;
+    }
+    return k - k0;
+}
+
+/* Plans one read straight to the destination: the payload runs of this FPDU
+ * with any markers between them (each into its own slot, checked after),
+ * and, once the payload is covered, a little staging room for the trailer
+ * and the next header. advance() replays the plan through consume(). */
+static int plan_direct(uw_qp *qp, struct iovec *iov, int cap)
+{
+    struct uw__rx *rx = &qp->rx;
+    uw__walk tw = rx->w;
+    uw__run tr = rx->run;
+    uint32_t toff = rx->run_off;
+    uint8_t *dp = rx->dptr;
+    uint32_t mo = rx->rmo;
+    int k = 0, nmark = 0;
+    bool to_end = false;
+    while (k < cap - 1) {
+        if (tr.field == UW__F_PAYLOAD) {
+            uint32_t n = tr.len - toff;
+            int before = k;
+            int added = plan_payload(rx, iov, k, cap - 1, &dp, &mo, n);
+            k += added;
+            uint32_t got = 0;
+            for (int i = before; i < k; i++)
+                got += (uint32_t)iov[i].iov_len;
+            if (got < n)
+                break;
+        } else if (tr.field == UW__F_MARKER && nmark < UW__RX_MSLOTS) {
+            iov[k].iov_base = rx->mslot[nmark] + toff;
+            iov[k].iov_len = tr.len - toff;
+            k++;
+            nmark++;
+        } else {
+            to_end = tr.field != UW__F_MARKER;
+            break;
+        }
+        if (!uw__walk_next(&tw, &tr)) {
+            to_end = true;
+            break;
+        }
+        toff = 0;
+    }
+    rx->plan_n = k;
+    if (to_end && k < cap) {
+        iov[k].iov_base = rx->stage;
+        iov[k].iov_len = UW__RX_LOOKAHEAD + 8;
+        k++;
+    }
+    for (int i = 0; i < k; i++)
+        rx->plan[i] = iov[i];
+    rx->plan_total = k;
+    return k;
+}
+
+static bool can_direct(const struct uw__rx *rx)
+{
+    return rx->st_head == rx->st_tail && rx->in_fpdu && rx->have_run &&
+           rx->run.field == UW__F_PAYLOAD && rx->hdr_done &&
+           (rx->dest == UW__D_MEM || rx->dest == UW__D_RECV);
+}
+
 int uw__qp_rx_iov(uw_qp *qp, struct iovec *iov, int cap)
 {
     struct uw__rx *rx = &qp->rx;
+    rx->plan_total = 0;
     if (qp->dead || cap < 1)
         return 0;
     if (rx->st_head == rx->st_tail)
         rx->st_head = rx->st_tail = 0;
-    /* Payload with nothing staged: read it where it belongs. */
-    if (rx->st_head == rx->st_tail && rx->in_fpdu && rx->have_run &&
-        rx->run.field == UW__F_PAYLOAD && rx->hdr_done &&
-        (rx->dest == UW__D_MEM || rx->dest == UW__D_RECV)) {
-        uint32_t n = rx->run.len - rx->run_off;
-        if (rx->dest == UW__D_MEM) {
-            iov[0].iov_base = rx->dptr;
-            iov[0].iov_len = n;
-            /* When this run ends the payload, the trailer and the next
-             * FPDU's header come in the same read, into the staging buffer. */
-            if (cap > 1 && !(qp->flags_rx & UW_MPA_MARKERS) &&
-                rx->run.logical + rx->run.len == rx->w.bound[1]) {
-                iov[1].iov_base = rx->stage;
-                iov[1].iov_len = (rx->w.bound[3] - rx->w.bound[1]) + UW__RX_LOOKAHEAD;
-                rx->direct_tail = true;
-                return 2;
-            }
-            return 1;
-        }
-        struct uw__rwqe *r = rx->rwqe;
-        uint32_t off = rx->rmo;
-        int k = 0;
-        for (int i = 0; i < r->wr.num_sge && n && k < cap; i++) {
-            if (off >= r->sge[i].length) {
-                off -= r->sge[i].length;
-                continue;
-            }
-            uint32_t take = r->sge[i].length - off;
-            if (take > n)
-                take = n;
-            iov[k].iov_base = (uint8_t *)(uintptr_t)(r->sge[i].addr + off);
-            iov[k].iov_len = take;
-            k++;
-            n -= take;
-            off = 0;
-        }
-        return k;
-    }
+    if (can_direct(rx) && cap >= 2)
+        return plan_direct(qp, iov, cap > UW__RX_PLAN ? UW__RX_PLAN : cap);
     if (!rx->in_fpdu && rx->st_head == rx->st_tail && paused(qp))
         return 0;
     if (rx->st_tail == UW__RX_STAGE) {
@@ -552,7 +633,6 @@ int uw__qp_rx_iov(uw_qp *qp, struct iovec *iov, int cap)
      * its payload can be read straight to its destination. */
     if (rx->big && !rx->in_fpdu && rx->st_head == rx->st_tail && iov[0].iov_len > UW__RX_LOOKAHEAD)
         iov[0].iov_len = UW__RX_LOOKAHEAD;
-    rx->direct_tail = false;
     return iov[0].iov_len ? 1 : 0;
 }
 
@@ -561,7 +641,7 @@ static int drain_stage(uw_qp *qp)
     struct uw__rx *rx = &qp->rx;
     while (rx->st_head < rx->st_tail) {
         uint32_t used;
-        int r = consume(qp, rx->stage + rx->st_head, rx->st_tail - rx->st_head, &used);
+        int r = consume(qp, rx->stage + rx->st_head, rx->st_tail - rx->st_head, &used, false);
         rx->st_head += used;
         if (r < 0)
             return r;
@@ -574,56 +654,25 @@ static int drain_stage(uw_qp *qp)
 int uw__qp_rx_advance(uw_qp *qp, size_t n)
 {
     struct uw__rx *rx = &qp->rx;
-    bool direct = rx->st_head == rx->st_tail && rx->in_fpdu && rx->have_run &&
-                  rx->run.field == UW__F_PAYLOAD && rx->hdr_done &&
-                  (rx->dest == UW__D_MEM || rx->dest == UW__D_RECV);
-    if (!direct) {
+    if (!rx->plan_total) {
         rx->st_tail += (uint32_t)n;
         return drain_stage(qp);
     }
-    size_t extra = 0;
-    if (rx->direct_tail) {
-        /* Octets beyond the payload run landed at the start of the stage. */
-        rx->direct_tail = false;
-        size_t runleft = rx->run.len - rx->run_off;
-        if (n > runleft) {
-            extra = n - runleft;
-            n = runleft;
+    /* Replay the plan: the octets are already in place. */
+    int total = rx->plan_total;
+    rx->plan_total = 0;
+    for (int i = 0; i < total && n; i++) {
+        uint32_t take = (uint32_t)(n < rx->plan[i].iov_len ? n : rx->plan[i].iov_len);
+        n -= take;
+        if (i >= rx->plan_n) {
+            rx->st_tail += take; /* the staging tail: stage was empty */
+            continue;
         }
+        uint32_t used;
+        int r = consume(qp, rx->plan[i].iov_base, take, &used, true);
+        if (r < 0)
+            return r;
     }
-    /* The octets are already in place: fold them into the CRC and move on. */
-    bool want_crc = qp->flags_rx & UW_MPA_CRC;
-    uint32_t k = (uint32_t)n;
-    if (rx->dest == UW__D_MEM) {
-        if (!rx->dstart)
-            rx->dstart = rx->dptr;
-        if (want_crc)
-            rx->crc = uw_crc32c_update(rx->crc, rx->dptr, k);
-        rx->dptr += k;
-    } else {
-        struct uw__rwqe *r = rx->rwqe;
-        uint32_t off = rx->rmo, left = k;
-        for (int i = 0; i < r->wr.num_sge && left; i++) {
-            if (off >= r->sge[i].length) {
-                off -= r->sge[i].length;
-                continue;
-            }
-            uint32_t take = r->sge[i].length - off;
-            if (take > left)
-                take = left;
-            if (want_crc)
-                rx->crc = uw_crc32c_update(rx->crc, (uint8_t *)(uintptr_t)(r->sge[i].addr + off),
-                                           take);
-            left -= take;
-            off = 0;
-        }
-        rx->rmo += k;
-    }
-    rx->run_off += k;
-    if (rx->run_off == rx->run.len)
-        rx->have_run = false;
-    rx->st_head = 0;
-    rx->st_tail = (uint32_t)extra;
     return drain_stage(qp);
 }
 
@@ -631,8 +680,8 @@ int uw__qp_rx_feed(uw_qp *qp, const void *data, size_t len)
 {
     const uint8_t *p = data;
     while (len) {
-        struct iovec iov[UW_MAX_SGE];
-        int k = uw__qp_rx_iov(qp, iov, UW_MAX_SGE);
+        struct iovec iov[UW__RX_PLAN];
+        int k = uw__qp_rx_iov(qp, iov, UW__RX_PLAN);
         if (k <= 0)
             return qp->dead ? UW_EPIPE : UW_ENOBUFS;
         size_t got = 0;

@@ -23,6 +23,8 @@
  * the trailer before it. */
 #define UW__RX_BIG 2048u
 #define UW__RX_LOOKAHEAD 32u
+#define UW__RX_PLAN 272     /* iovecs of one direct read: a 64 KiB payload with markers */
+#define UW__RX_MSLOTS 132   /* markers one direct read can carry */
 /* iovecs one FPDU needs: header, scatter list, trailer; each marker can split
  * a run in two and adds itself. */
 #define UW__TXF_IOV_PLAIN (UW_MAX_SGE + 8u)
@@ -157,7 +159,11 @@ struct uw__rx {
     uint8_t *stage;
     uint32_t st_head, st_tail;
     bool big;             /* the last FPDU was large: read headers without payload */
-    bool direct_tail;     /* the last iovecs offered: payload, then the stage */
+    /* The last direct read's plan: plan_n destination/marker iovecs, then
+     * (up to plan_total) the staging tail. */
+    struct iovec plan[UW__RX_PLAN];
+    int plan_n, plan_total;
+    uint8_t mslot[UW__RX_MSLOTS][4];
 };
 enum { UW__D_DISCARD = 0, UW__D_MEM = 1, UW__D_RECV = 2, UW__D_SMALL = 3 };
 

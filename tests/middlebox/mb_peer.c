@@ -149,7 +149,9 @@ static int run_recv(int port, int argc, char **argv)
     uint32_t stag = uw_mr_stag(E.mr);
     for (int i = 0; i < 4; i++)
         apd[8 + i] = (uint8_t)(stag >> (24 - 8 * i));
-    uw_conn_param ap = {.private_data = apd, .private_data_len = 12};
+    uw_conn_param ap = p;
+    ap.private_data = apd;
+    ap.private_data_len = 12;
     if (uw_accept(E.qp, &ap))
         return die("accept failed");
     uint64_t msgs = 0, bytes = 0;
