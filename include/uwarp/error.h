@@ -35,7 +35,7 @@ extern "C" {
     X(ECONNRESET, -104, "connection reset by peer")                                                \
     X(ETIMEDOUT, -110, "timed out")                                                                \
     X(ENOTCONN, -107, "not connected")                                                             \
-    X(ECONNREFUSED, -111, "connection rejected by the peer")                                       \
+    X(ECONNREFUSED, -111, "connection refused or rejected by the peer")                                       \
     X(EHOSTUNREACH, -113, "no route to host")                                                      \
     X(EALREADY, -114, "operation already in progress")                                             \
     X(ECANCELED, -125, "operation canceled (flushed)")                                             \

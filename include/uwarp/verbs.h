@@ -223,11 +223,20 @@ enum uw_qp_state {
 };
 
 int uw_qp_create(uw_ctx *ctx, const uw_qp_attr *attr, uw_qp **out);
-/* Aborts the connection if any (RST), flushes outstanding requests (their
- * completions are discarded), frees the QP. */
+/* Frees the QP. A live connection is aborted (RST) and outstanding requests
+ * are dropped without completions. A QP that is CLOSED (both directions shut
+ * gracefully) is closed without RST; a rejected one first writes out what
+ * remains of its Reply and shuts down its direction, so destroying right
+ * after uw_reject() does not lose the Reply. */
 int uw_qp_destroy(uw_qp *qp);
 int uw_qp_state(const uw_qp *qp);
-/* Posts a chain of n requests. Returns 0, or an error for the first request
+/* Posts an array of n requests; the requests and their scatter lists are
+ * copied, so the arrays may be reused at once (the buffers they name may
+ * not). Responder rule (RFC 5044 7.1.2): without peer-to-peer mode, a
+ * responder transmits nothing before the initiator's first FPDU has arrived,
+ * so the initiator of a client-server protocol must send first (or both
+ * sides use peer-to-peer mode, where the RTR does it).
+ * Returns 0, or an error for the first request
  * that could not be posted (*bad set to its index): UW_ENOBUFS (queue full),
  * UW_EINVAL (malformed), UW_EPERM (QP in error). Requests can be posted
  * before the connection is established; they run once it is. */
@@ -256,6 +265,9 @@ const char *uw_term_describe(uw_term t);
 
 enum uw_crc_policy { UW_CRC_PREFER = 0, UW_CRC_AVOID = 1, UW_CRC_REQUIRE = 2 };
 
+/* uw_conn_param.ird/.ord: zero means "the default", so this asks for 0. */
+#define UW_CONN_ZERO 0xFFFFu
+
 /* MPA parameters for connect/listen. Zeroed fields take the defaults. */
 typedef struct uw_conn_param {
     const void *private_data; /* ULP private data; the RFC 6581 word is added by uwarp */
@@ -263,7 +275,7 @@ typedef struct uw_conn_param {
     uint8_t rev;              /* highest MPA revision: 1 or 2 (0: 2) */
     int crc;                  /* enum uw_crc_policy */
     bool markers;             /* require markers on what we receive */
-    uint16_t ird, ord;        /* 0: 16 each; UW_MPA_NO_NEGOTIATION allowed */
+    uint16_t ird, ord;        /* 0: 16 each; UW_CONN_ZERO asks for 0; UW_MPA_NO_NEGOTIATION allowed */
     bool p2p;                 /* peer-to-peer model with an RTR (RFC 6581 7) */
     uint8_t rtr;              /* UW_MPA_RTR_* offered (initiator) or accepted (responder) */
     bool accept_rev0;         /* responder: accept RDMAC Rev 0 */
@@ -289,7 +301,9 @@ typedef struct uw_cm_event {
     int err;               /* UW_E* cause for errors */
     bool term_received;    /* TERMINATED: the peer sent it (else we did) */
     uw_term term;          /* TERMINATED: the Terminate's layer/type/code */
-    uw_mpa_params mpa;     /* negotiated (ESTABLISHED, CONNECT_REQUEST: proposed) */
+    uw_mpa_params mpa;     /* negotiated (ESTABLISHED, CONNECT_REQUEST: proposed). On a
+                              peer-to-peer responder's ESTABLISHED, rtr is the RTR type
+                              that arrived. */
     uint16_t private_data_len;
     uint8_t private_data[UW_MPA_MAX_PD]; /* the peer's ULP private data (word stripped) */
     struct sockaddr_storage peer;
@@ -302,8 +316,10 @@ int uw_connect(uw_qp *qp, const struct sockaddr *addr, socklen_t len, const uw_c
 /* Listens on addr (port 0: ephemeral; see uw_listener_addr()). Each incoming
  * connection whose Request is valid yields CONNECT_REQUEST with a new QP
  * created from qp_attr; the application then calls uw_accept() or
- * uw_reject(). Invalid Requests are answered per RFC 5044/6581 and never
- * reach the application. */
+ * uw_reject(). An invalid Request, or a peer that times out before its
+ * Request is complete, is answered per RFC 5044/6581 and closed by uwarp,
+ * and reported as CONNECT_ERROR with qp NULL and listener set (for logs;
+ * nothing is left to clean up). */
 int uw_listen(uw_ctx *ctx, const struct sockaddr *addr, socklen_t len, const uw_qp_attr *qp_attr,
               const uw_conn_param *p, uw_listener **out);
 int uw_listener_destroy(uw_listener *l);
@@ -318,8 +334,10 @@ int uw_accept(uw_qp *qp, const uw_conn_param *p);
 /* Rejects with private data; the QP goes to CLOSED and must be destroyed. */
 int uw_reject(uw_qp *qp, const void *pd, size_t pd_len);
 
-/* Graceful close: queued sends finish, then TCP FIN; DISCONNECTED follows
- * once the peer has closed too. */
+/* Graceful close of our direction: queued sends finish, then TCP FIN.
+ * Receiving goes on; DISCONNECTED reports the peer's FIN (whenever it comes),
+ * and the QP is CLOSED once both directions are. Posting sends fails with
+ * UW_EPERM from the call on. */
 int uw_disconnect(uw_qp *qp);
 /* Abortive close (RST); outstanding requests are flushed. */
 int uw_abort(uw_qp *qp);

@@ -23,9 +23,9 @@ static void policy_from(uw_mpa_policy *pol, const uw_conn_param *p)
     pol->crc = p->crc != UW_CRC_AVOID;
     pol->markers = p->markers;
     if (p->ird)
-        pol->ird = p->ird;
+        pol->ird = p->ird == UW_CONN_ZERO ? 0 : p->ird;
     if (p->ord)
-        pol->ord = p->ord;
+        pol->ord = p->ord == UW_CONN_ZERO ? 0 : p->ord;
     pol->ird_max = pol->ird;
     pol->p2p = p->p2p;
     if (p->p2p)
@@ -404,9 +404,11 @@ static int got_reply(uw_qp *qp)
     return 0;
 }
 
-void uw__cm_rtr_arrived(uw_qp *qp)
+void uw__cm_rtr_arrived(uw_qp *qp, uint8_t rtr_type)
 {
     qp->deadline_ns = 0;
+    /* From here on the parameters name the RTR that came, not those offered. */
+    qp->mpa.rtr = rtr_type;
     qp->kick = true;
     uw_cm_event ev;
     fill_event(qp, &ev, UW_CM_ESTABLISHED, &qp->req);

@@ -277,7 +277,7 @@ static int read_request(uw_qp *qp)
     qp->kick = true;
     if (rtr) {
         qp->rtr_pending_rx = false;
-        uw__cm_rtr_arrived(qp);
+        uw__cm_rtr_arrived(qp, UW_MPA_RTR_READ);
     }
     return 0;
 }
@@ -289,7 +289,7 @@ static int send_done(uw_qp *qp)
     if (qp->rtr_pending_rx) {
         qp->msn_rx[UW__QN_SEND]++;
         qp->rtr_pending_rx = false;
-        uw__cm_rtr_arrived(qp);
+        uw__cm_rtr_arrived(qp, UW_MPA_RTR_SEND);
         return 0;
     }
     qp->rq_msg_off = rx->rmo;
@@ -349,7 +349,7 @@ static int fpdu_end(uw_qp *qp)
         if (h->opcode == UW__OP_WRITE) {
             if (qp->rtr_pending_rx) {
                 qp->rtr_pending_rx = false;
-                uw__cm_rtr_arrived(qp);
+                uw__cm_rtr_arrived(qp, UW_MPA_RTR_WRITE);
             }
             return 0;
         }

@@ -45,6 +45,7 @@ struct uw_ctx {
     unsigned npd, ncq, nqp, nlisten;
     unsigned next_id;
     uint64_t produced;    /* completions + events queued, for progress counts */
+    uint64_t produced_ev; /* events queued */
     uint64_t timer_ns;    /* deadline the timerfd is armed for (0: disarmed) */
     struct uw__evnode *ev_head, *ev_tail;
     uw_qp *qps;        /* every QP, for timers and kicks */
@@ -71,6 +72,7 @@ struct uw_mr {
 
 struct uw_cq {
     uw_ctx *ctx;
+    uint64_t pushed;      /* completions ever queued */
     uw_wc *ring;
     uint32_t cap, head, count;
     unsigned nqp;
@@ -304,7 +306,7 @@ void uw__qp_update_io(uw_qp *qp);
 /* A doorbell: transmit what was just posted, now, on the caller's thread. */
 void uw__qp_doorbell(uw_qp *qp);
 /* The responder's peer-to-peer RTR has arrived: the connection is up. */
-void uw__cm_rtr_arrived(uw_qp *qp);
+void uw__cm_rtr_arrived(uw_qp *qp, uint8_t rtr_type);
 void uw__cm_term_received(uw_qp *qp, const uw__term_msg *t);
 
 #endif

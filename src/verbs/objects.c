@@ -128,15 +128,33 @@ int uw__event_push(uw_ctx *c, const uw_cm_event *ev)
         c->ev_head = n;
     c->ev_tail = n;
     c->produced++;
+    c->produced_ev++;
     return 0;
+}
+
+/* A progress pass made inside a call that returns only one kind of result
+ * (events, or one CQ's completions) may queue others; the context fd must
+ * then say so, or an application that drained "everything" and waits on the
+ * fd would sleep on them. */
+static void signal_others(uw_ctx *c, uint64_t wc_before, uint64_t ev_before, const uw_cq *mine,
+                          uint64_t mine_before)
+{
+    uint64_t wc = (c->produced - c->produced_ev) - wc_before;
+    uint64_t ev = c->produced_ev - ev_before;
+    uint64_t own = mine ? mine->pushed - mine_before : 0;
+    if ((mine && (ev || wc > own)) || (!mine && wc))
+        uw__ctx_signal(c);
 }
 
 int uw_cm_get_event(uw_ctx *c, uw_cm_event *ev)
 {
     if (!c || !ev)
         return UW_EINVAL;
-    if (!c->ev_head)
+    if (!c->ev_head) {
+        uint64_t wc0 = c->produced - c->produced_ev, ev0 = c->produced_ev;
         uw_ctx_progress(c);
+        signal_others(c, wc0, ev0, NULL, 0);
+    }
     struct uw__evnode *n = c->ev_head;
     if (!n)
         return 0;
@@ -164,7 +182,9 @@ int uw_cm_wait_event(uw_ctx *c, uw_cm_event *ev, int timeout_ms)
                 return UW_ETIMEDOUT;
             left = (int)((end - now + 999999u) / 1000000u);
         }
+        uint64_t wc0 = c->produced - c->produced_ev, ev0 = c->produced_ev;
         r = uw_ctx_wait(c, left);
+        signal_others(c, wc0, ev0, NULL, 0);
         if (r < 0)
             return r;
     }
@@ -370,6 +390,7 @@ int uw__cq_push(uw_cq *cq, const uw_wc *wc)
         return UW_ENOBUFS;
     cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
     cq->count++;
+    cq->pushed++;
     cq->ctx->produced++;
     return 0;
 }
@@ -396,11 +417,14 @@ int uw_cq_poll(uw_cq *cq, uw_wc *wc, int n)
 {
     if (!cq || (!wc && n) || n < 0)
         return UW_EINVAL;
+    uw_ctx *c = cq->ctx;
+    uint64_t wc0 = c->produced - c->produced_ev, ev0 = c->produced_ev, own0 = cq->pushed;
     if (cq->count < (uint32_t)n)
-        uw_ctx_progress(cq->ctx);
+        uw_ctx_progress(c);
     int k = cq_take(cq, wc, n);
     if (k)
-        uw_ctx_progress(cq->ctx);
+        uw_ctx_progress(c);
+    signal_others(c, wc0, ev0, cq, own0);
     return k;
 }
 
@@ -423,7 +447,10 @@ int uw_cq_wait(uw_cq *cq, uw_wc *wc, int n, int timeout_ms)
                 return UW_ETIMEDOUT;
             left = (int)((end - now + 999999u) / 1000000u);
         }
-        int r = uw_ctx_wait(cq->ctx, left);
+        uw_ctx *c = cq->ctx;
+        uint64_t wc0 = c->produced - c->produced_ev, ev0 = c->produced_ev, own0 = cq->pushed;
+        int r = uw_ctx_wait(c, left);
+        signal_others(c, wc0, ev0, cq, own0);
         if (r < 0)
             return r;
     }

@@ -66,10 +66,22 @@ int uw_qp_destroy(uw_qp *qp)
         return UW_EINVAL;
     uw_ctx *c = qp->ctx;
     if (qp->fd >= 0) {
-        /* Abortive: an application that destroys a live QP does not wait. */
-        struct linger lg = {.l_onoff = 1, .l_linger = 0};
-        if (qp->state != UW_QPS_CLOSED)
+        if (qp->cm == UW__CM_LINGER && qp->linger_silent && qp->state == UW_QPS_CLOSED) {
+            /* A rejected QP: the rest of the Reply (small, into an empty
+             * socket buffer) and our FIN still go out. */
+            while (qp->hs_off < qp->hs_len) {
+                ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off,
+                                 MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (w <= 0)
+                    break;
+                qp->hs_off += (uint32_t)w;
+            }
+            shutdown(qp->fd, SHUT_WR);
+        } else if (qp->state != UW_QPS_CLOSED) {
+            /* Abortive: an application that destroys a live QP does not wait. */
+            struct linger lg = {.l_onoff = 1, .l_linger = 0};
             setsockopt(qp->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        }
         close(qp->fd); /* also leaves the epoll set */
         qp->fd = -1;
     }

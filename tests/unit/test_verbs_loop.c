@@ -22,6 +22,7 @@
 #define BUF (1u << 20)
 
 static unsigned g_cq_depth = 256;
+static bool g_destroy_after_reject;
 
 typedef struct side {
     uw_ctx *ctx;
@@ -123,6 +124,11 @@ static int connect_pair(pair *p, const uw_conn_param *ca, const uw_conn_param *c
     p->b.qp = ev.qp;
     if (reject) {
         assert_int_equal(uw_reject(p->b.qp, "no", 2), 0);
+        if (g_destroy_after_reject) {
+            /* The Reply must still reach the initiator. */
+            assert_int_equal(uw_qp_destroy(p->b.qp), 0);
+            p->b.qp = NULL;
+        }
     } else {
         assert_int_equal(uw_accept(p->b.qp, NULL), 0);
     }
@@ -249,6 +255,10 @@ static void test_reject(void **st)
     (void)st;
     pair p;
     assert_int_equal(connect_pair(&p, NULL, NULL, true), UW_CM_REJECTED);
+    pair_fini(&p);
+    g_destroy_after_reject = true;
+    assert_int_equal(connect_pair(&p, NULL, NULL, true), UW_CM_REJECTED);
+    g_destroy_after_reject = false;
     pair_fini(&p);
 }
 
