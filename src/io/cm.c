@@ -144,7 +144,7 @@ int uw_listen(uw_ctx *ctx, const struct sockaddr *addr, socklen_t len, const uw_
     int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-        bind(fd, addr, len) < 0 || listen(fd, 128) < 0) {
+        bind(fd, addr, len) < 0 || listen(fd, 4096) < 0) {
         r = -errno;
         if (fd >= 0)
             close(fd);
@@ -160,6 +160,7 @@ int uw_listen(uw_ctx *ctx, const struct sockaddr *addr, socklen_t len, const uw_
         return r;
     }
     ctx->nlisten++;
+    l->accepting = true;
     *out = l;
     return 0;
 }
@@ -205,10 +206,24 @@ int uw_listener_addr(const uw_listener *l, struct sockaddr_storage *ss, socklen_
     return getsockname(l->fd, (struct sockaddr *)ss, len) < 0 ? -errno : 0;
 }
 
+/* Startup exchanges the application has not seen yet are bounded: at the
+ * cap the listener stops accepting and new connections wait in the kernel's
+ * backlog (a flood costs queue slots, not memory), resuming as exchanges
+ * finish. */
+void uw__listener_update(uw_listener *l)
+{
+    bool want = l->npending < UW__MAX_PENDING;
+    if (want == l->accepting)
+        return;
+    struct epoll_event ev = {.events = want ? EPOLLIN : 0, .data.ptr = l};
+    if (epoll_ctl(l->ctx->epfd, EPOLL_CTL_MOD, l->fd, &ev) == 0)
+        l->accepting = want;
+}
+
 void uw__cm_accept_fd(uw_listener *l)
 {
     uw_ctx *c = l->ctx;
-    for (int i = 0; i < 16; i++) {
+    for (int i = 0; i < 16 && l->npending < UW__MAX_PENDING; i++) {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         /* Blocking socket, nonblocking calls (MSG_DONTWAIT): lets the engine
@@ -218,7 +233,7 @@ void uw__cm_accept_fd(uw_listener *l)
             return;
         uw_qp *qp;
         /* Bounded: a flood of half-open MPA exchanges costs at most this many QPs. */
-        if (l->npending >= 64 || uw__qp_alloc(c, &l->qp_attr, &qp) < 0) {
+        if (uw__qp_alloc(c, &l->qp_attr, &qp) < 0) {
             uw__log(c, UW_LOG_WARN, "listener: connection dropped (too many pending)");
             close(fd);
             continue;
@@ -243,6 +258,7 @@ void uw__cm_accept_fd(uw_listener *l)
         uw_mpa_frame_parser_init(&qp->parser, UW_MPA_REQUEST, UW_MPA_MAX_PD);
         uw__qp_update_io(qp);
     }
+    uw__listener_update(l);
     uw__ctx_arm_timer(c);
 }
 
@@ -328,6 +344,7 @@ int uw_accept(uw_qp *qp, const uw_conn_param *p)
     qp->rep = rep;
     if (qp->listener) {
         qp->listener->npending--;
+        uw__listener_update(qp->listener);
         qp->listener = NULL;
     }
     uw__qp_start(qp, &qp->mpa, false, mulpdu_of(qp, qp->mpa.markers_tx), 0, 0);
@@ -361,6 +378,7 @@ int uw_reject(uw_qp *qp, const void *pd, size_t pd_len)
     qp->hs_off = 0;
     if (qp->listener) {
         qp->listener->npending--;
+        uw__listener_update(qp->listener);
         qp->listener = NULL;
     }
     qp->cm = UW__CM_LINGER;

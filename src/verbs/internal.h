@@ -18,6 +18,7 @@
 #define UW__TX_IOV 1024u    /* IOV_MAX */
 #define UW__RX_STAGE (16u * 1024u)
 #define UW__CC_MAX 16u      /* TCP_CA_NAME_MAX */
+#define UW__MAX_PENDING 64u /* startup exchanges per listener before accepting pauses */
 /* Receive: FPDUs of at least UW__RX_BIG octets are read header first and
  * payload straight to its place; UW__RX_LOOKAHEAD covers a tagged header and
  * the trailer before it. */
@@ -249,7 +250,8 @@ struct uw_listener {
     uw_conn_param param;
     uint8_t param_pd[UW_MPA_MAX_PD];
     char param_cc[UW__CC_MAX];
-    unsigned npending;
+    unsigned npending;    /* QPs in the startup exchange, not yet shown to the application */
+    bool accepting;       /* EPOLLIN armed */
 };
 
 /* Objects of the engine's epoll set start with one of these tags; the
@@ -303,6 +305,7 @@ int uw__qp_rx_eof(uw_qp *qp);
 
 /* io/engine.c, io/cm.c */
 void uw__qp_update_io(uw_qp *qp);
+void uw__listener_update(uw_listener *l);
 /* A doorbell: transmit what was just posted, now, on the caller's thread. */
 void uw__qp_doorbell(uw_qp *qp);
 /* The responder's peer-to-peer RTR has arrived: the connection is up. */

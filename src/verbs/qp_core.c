@@ -85,8 +85,10 @@ int uw_qp_destroy(uw_qp *qp)
         close(qp->fd); /* also leaves the epoll set */
         qp->fd = -1;
     }
-    if (qp->listener)
+    if (qp->listener) {
         qp->listener->npending--;
+        uw__listener_update(qp->listener);
+    }
     for (uw_qp **p = &c->qps; *p; p = &(*p)->next)
         if (*p == qp) {
             *p = qp->next;
