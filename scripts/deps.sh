@@ -11,6 +11,10 @@ set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config clang libclang-rt-14-dev libisal-dev libcmocka-dev
       tshark libcap2-bin)
+# `deps.sh bench` adds what bench/report needs (the plot).
+if [ "${1:-}" = bench ]; then
+  PKGS+=(gnuplot-nox)
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -39,7 +39,8 @@ static void usage(FILE *f)
 "  --cpu                  report user+sys CPU ns per payload byte on both sides\n"
 "  --vs-tcp               also measure plain TCP and print uwarp/TCP ratios\n"
 "  --tcp-only             measure only the TCP baseline\n"
-"  --repeat N             measure each configuration N times, report the median (default 1)\n"
+"  --repeat N             measure each configuration N times, report the median (default 1);\n"
+"                         with --vs-tcp the two transports take turns\n"
 "  --cc NAME              TCP congestion control for both transports (default: the system's)\n"
 "  --json                 one JSON object per line per measurement\n"
 "  --timeout S            connection setup timeout (default 10)\n"
@@ -120,22 +121,38 @@ static void print_one(const perf_cfg *c, const char *transport, const perf_res *
     fflush(stdout);
 }
 
-static int measure(const char *host, int port, perf_cfg *c, bool tcp, int repeat, perf_res *out)
+static int one_run(const char *host, int port, perf_cfg *c, bool tcp, perf_res *r)
 {
-    perf_res rs[16];
+    int e = tcp ? perf_tcp_client(host, port + 1, c, r) : perf_uw_client(host, port, c, r);
+    if (e < 0)
+        fprintf(stderr, "uwarp-perf: %s %s %u: %s\n", tcp ? "tcp" : "uwarp", op_name(c->op),
+                c->size, r->err);
+    return e;
+}
+
+/* Runs the configuration repeat times per transport, uwarp and TCP taking
+ * turns, so that both see the same background noise (on a shared VM it comes
+ * in bursts of seconds), and keeps each transport's median. */
+static int measure(const char *host, int port, perf_cfg *c, bool do_u, bool do_t, int repeat,
+                   perf_res *ru, perf_res *rt)
+{
+    perf_res us[16], ts[16];
     if (repeat > 16)
         repeat = 16;
     for (int i = 0; i < repeat; i++) {
-        int r = tcp ? perf_tcp_client(host, port + 1, c, &rs[i])
-                    : perf_uw_client(host, port, c, &rs[i]);
-        if (r < 0) {
-            fprintf(stderr, "uwarp-perf: %s %s %u: %s\n", tcp ? "tcp" : "uwarp", op_name(c->op),
-                    c->size, rs[i].err);
+        if (do_u && one_run(host, port, c, false, &us[i]) < 0)
             return -1;
-        }
+        if (do_t && one_run(host, port, c, true, &ts[i]) < 0)
+            return -1;
     }
-    qsort(rs, (size_t)repeat, sizeof(rs[0]), cmp_res);
-    *out = rs[repeat / 2];
+    if (do_u) {
+        qsort(us, (size_t)repeat, sizeof(us[0]), cmp_res);
+        *ru = us[repeat / 2];
+    }
+    if (do_t) {
+        qsort(ts, (size_t)repeat, sizeof(ts[0]), cmp_res);
+        *rt = ts[repeat / 2];
+    }
     return 0;
 }
 
@@ -267,18 +284,14 @@ int main(int argc, char **argv)
         c.size = list[i];
         perf_res ru, rt;
         bool have_u = false, have_t = false;
-        if (!tcp_only) {
-            if (measure(host, port, &c, false, repeat, &ru) < 0)
-                return 2;
-            have_u = true;
+        have_u = !tcp_only;
+        have_t = vs_tcp || tcp_only;
+        if (measure(host, port, &c, have_u, have_t, repeat, &ru, &rt) < 0)
+            return 2;
+        if (have_u)
             print_one(&c, "uwarp", &ru, json, cpu);
-        }
-        if (vs_tcp || tcp_only) {
-            if (measure(host, port, &c, true, repeat, &rt) < 0)
-                return 2;
-            have_t = true;
+        if (have_t)
             print_one(&c, "tcp", &rt, json, cpu);
-        }
         if (have_u && have_t) {
             double rb = ((double)ru.bytes / ru.secs) / ((double)rt.bytes / rt.secs);
             double rl = c.lat && rt.lat_p50 > 0 ? ru.lat_p50 / rt.lat_p50 : 0;
