@@ -9,31 +9,8 @@ CHECKS=0
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/uwarp-cli.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
-fail() {
-    echo "FAIL: $*" >&2
-    FAILS=$((FAILS + 1))
-}
-
-# expect_eq NAME EXPECTED ACTUAL
-expect_eq() {
-    CHECKS=$((CHECKS + 1))
-    if [ "$2" != "$3" ]; then
-        fail "$1"
-        printf '  expected: %s\n  actual:   %s\n' "$2" "$3" >&2
-    fi
-}
-
-# expect_contains NAME NEEDLE HAYSTACK
-expect_contains() {
-    CHECKS=$((CHECKS + 1))
-    case "$3" in
-    *"$2"*) ;;
-    *)
-        fail "$1"
-        printf '  expected to contain: %s\n  actual: %s\n' "$2" "$3" >&2
-        ;;
-    esac
-}
+# fail, expect_eq, expect_contains
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/expect.sh"
 
 # Lowercase hex of stdin, no separators (od is in coreutils, xxd may be absent).
 hexof() {
