@@ -369,9 +369,25 @@ static void timers(uw_ctx *c)
 
 /* One pass of the engine: socket events (waiting up to timeout_ms for the
  * first), timers, then every QP with work. */
+/* One connection and nothing else to watch: a non-blocking pass can go to
+ * its socket directly. Busy-polling then costs one recvmsg per spin instead
+ * of an epoll_wait, and a message that arrived is read by that same call. */
+static bool single_direct(const uw_ctx *c)
+{
+    const uw_qp *q = c->qps;
+    return q && !q->next && !c->nlisten && !c->ev_armed && !c->timer_ns && !q->deadline_ns &&
+           q->cm == UW__CM_RTS && q->fd >= 0 && !q->dead && !q->eof_seen;
+}
+
 static int progress(uw_ctx *c, int timeout_ms)
 {
     uint64_t before = c->produced;
+    if (timeout_ms == 0 && single_direct(c)) {
+        uw_qp *q = c->qps;
+        service(q, EPOLLIN | EPOLLOUT);
+        uw__ctx_arm_timer(c);
+        return (int)(c->produced - before);
+    }
     uint64_t junk;
     struct epoll_event evs[64];
     int n = epoll_wait(c->epfd, evs, 64, timeout_ms);
