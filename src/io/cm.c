@@ -117,7 +117,7 @@ int uw_connect(uw_qp *qp, const struct sockaddr *addr, socklen_t len, const uw_c
     qp->fd = fd;
     qp->cm = UW__CM_CONNECTING;
     qp->state = UW_QPS_CONNECTING;
-    qp->deadline_ns = deadline(&qp->param, true);
+    uw__set_deadline(qp, deadline(&qp->param, true));
     uw_mpa_frame_parser_init(&qp->parser, UW_MPA_REPLY, UW_MPA_MAX_PD);
     uw__qp_update_io(qp);
     uw__ctx_arm_timer(qp->ctx);
@@ -254,7 +254,7 @@ void uw__cm_accept_fd(uw_listener *l)
             qp->pol.crc = true;
         qp->cm = UW__CM_WAIT_REQUEST;
         qp->state = UW_QPS_CONNECTING;
-        qp->deadline_ns = deadline(&qp->param, false);
+        uw__set_deadline(qp, deadline(&qp->param, false));
         uw_mpa_frame_parser_init(&qp->parser, UW_MPA_REQUEST, UW_MPA_MAX_PD);
         uw__qp_update_io(qp);
     }
@@ -351,9 +351,9 @@ int uw_accept(uw_qp *qp, const uw_conn_param *p)
     qp->cm = UW__CM_RTS;
     /* Peer-to-peer: established once the RTR is in (uw__cm_rtr_arrived). */
     if (qp->mpa.p2p)
-        qp->deadline_ns = deadline(&qp->param, false);
+        uw__set_deadline(qp, deadline(&qp->param, false));
     else {
-        qp->deadline_ns = 0;
+        uw__set_deadline(qp, 0);
         uw_cm_event ev;
         fill_event(qp, &ev, UW_CM_ESTABLISHED, &qp->req);
         uw__event_push(qp->ctx, &ev);
@@ -384,7 +384,7 @@ int uw_reject(uw_qp *qp, const void *pd, size_t pd_len)
     qp->cm = UW__CM_LINGER;
     qp->state = UW_QPS_CLOSED;
     qp->linger_silent = true;
-    qp->deadline_ns = uw__now_ns() + 2000000000u;
+    uw__set_deadline(qp, uw__now_ns() + 2000000000u);
     uw__qp_update_io(qp);
     return 0;
 }
@@ -416,7 +416,7 @@ static int got_reply(uw_qp *qp)
         return r;
     uw__qp_start(qp, &qp->mpa, true, mulpdu_of(qp, qp->mpa.markers_tx), 0, 0);
     qp->cm = UW__CM_RTS;
-    qp->deadline_ns = 0;
+    uw__set_deadline(qp, 0);
     fill_event(qp, &ev, UW_CM_ESTABLISHED, &qp->rep);
     uw__event_push(qp->ctx, &ev);
     return 0;
@@ -424,10 +424,10 @@ static int got_reply(uw_qp *qp)
 
 void uw__cm_rtr_arrived(uw_qp *qp, uint8_t rtr_type)
 {
-    qp->deadline_ns = 0;
+    uw__set_deadline(qp, 0);
     /* From here on the parameters name the RTR that came, not those offered. */
     qp->mpa.rtr = rtr_type;
-    qp->kick = true;
+    uw__kick(qp);
     uw_cm_event ev;
     fill_event(qp, &ev, UW_CM_ESTABLISHED, &qp->req);
     uw__event_push(qp->ctx, &ev);

@@ -35,6 +35,11 @@ void uw__qp_update_io(uw_qp *qp)
 
 void uw__ctx_arm_timer(uw_ctx *c)
 {
+    /* Deadlines change rarely (connection setup and teardown): scan the QPs
+     * only then, not on every pass. */
+    if (!c->deadline_dirty)
+        return;
+    c->deadline_dirty = false;
     uint64_t first = 0;
     for (uw_qp *q = c->qps; q; q = q->next)
         if (q->deadline_ns && (!first || q->deadline_ns < first))
@@ -98,7 +103,7 @@ static void qp_fail(uw_qp *qp, int err)
     }
     close_fd(qp);
     qp->cm = UW__CM_CLOSED;
-    qp->deadline_ns = 0;
+    uw__set_deadline(qp, 0);
     if (!qp->closed_reported && !qp->term_reported) {
         qp->closed_reported = true;
         if (err == UW_ETERM_RECEIVED)
@@ -130,7 +135,7 @@ static void term_written(uw_qp *qp)
     shutdown(qp->fd, SHUT_WR);
     qp->cm = UW__CM_LINGER;
     qp->linger_silent = true;
-    qp->deadline_ns = uw__now_ns() + 2000000000u;
+    uw__set_deadline(qp, uw__now_ns() + 2000000000u);
     uw__qp_flush(qp, qp->close_err);
 }
 
@@ -243,7 +248,7 @@ static void linger(uw_qp *qp)
         shutdown(qp->fd, SHUT_WR);
         qp->fin_sent = true;
         if (!qp->deadline_ns)
-            qp->deadline_ns = uw__now_ns() + 2000000000u;
+            uw__set_deadline(qp, uw__now_ns() + 2000000000u);
     }
     /* Read until the peer closes, so that closing never resets what we sent. */
     char sink[4096];
@@ -262,7 +267,7 @@ static void linger(uw_qp *qp)
     }
     close_fd(qp);
     qp->cm = UW__CM_CLOSED;
-    qp->deadline_ns = 0;
+    uw__set_deadline(qp, 0);
 }
 
 static void service(uw_qp *qp, unsigned events)
@@ -353,7 +358,7 @@ static void timers(uw_ctx *c)
         next = q->next;
         if (!q->deadline_ns || q->deadline_ns > now)
             continue;
-        q->deadline_ns = 0;
+        uw__set_deadline(q, 0);
         if (q->cm == UW__CM_LINGER) {
             close_fd(q);
             q->cm = UW__CM_CLOSED;
@@ -362,7 +367,7 @@ static void timers(uw_ctx *c)
             continue;
         }
         uw__log(c, UW_LOG_WARN, "QP[%u]: connection setup timed out", q->id);
-        q->deadline_ns = 1; /* marks "during startup" for qp_fail */
+        uw__set_deadline(q, 1); /* marks "during startup" for qp_fail */
         qp_fail(q, UW_ETIMEDOUT);
     }
 }
@@ -403,6 +408,7 @@ static int progress(uw_ctx *c, int timeout_ms)
             if (read(c->tfd, &junk, sizeof(junk)) > 0) {
             }
             c->timer_ns = 0; /* expired: disarmed */
+            c->deadline_dirty = true;
             timers(c);
             continue;
         }
@@ -411,12 +417,19 @@ static int progress(uw_ctx *c, int timeout_ms)
             uw__cm_accept_fd((uw_listener *)tag);
         } else {
             uw_qp *q = (uw_qp *)tag;
-            q->kick = true;
+            uw__kick(q);
             q->last_events |= evs[i].events;
         }
     }
-    for (uw_qp *q = c->qps, *next; q; q = next) {
-        next = q->next;
+    /* Only the QPs that were kicked. A pass can kick QPs again (or new ones):
+     * they wait for the next pass, and the fd says so. Servicing a QP can
+     * destroy only that QP, so the detached list stays valid. */
+    uw_qp *list = c->ready_head;
+    c->ready_head = c->ready_tail = NULL;
+    while (list) {
+        uw_qp *q = list;
+        list = q->rnext;
+        q->queued = false;
         if (q->kick) {
             unsigned e = q->last_events;
             q->last_events = 0;
@@ -424,11 +437,7 @@ static int progress(uw_ctx *c, int timeout_ms)
         }
     }
     uw__ctx_arm_timer(c);
-    bool more = false;
-    for (uw_qp *q = c->qps; q && !more; q = q->next)
-        more = q->kick || (q->rx.st_head < q->rx.st_tail && !q->dead && q->cm == UW__CM_RTS &&
-                           !q->eof_seen && !uw__cq_full(q->rcq) && !uw__cq_full(q->scq));
-    if (more)
+    if (c->ready_head)
         uw__ctx_signal(c);
     return (int)(c->produced - before);
 }
@@ -469,7 +478,7 @@ static int wait_in_recv(uw_ctx *c, int timeout_ms)
     if (r < 0)
         return (errno == EAGAIN || errno == EINTR) ? 0 : -1; /* timeout: nothing happened */
     if (r == 0) {
-        q->kick = true; /* EOF: let the normal path read it again and judge */
+        uw__kick(q); /* EOF: let the normal path read it again and judge */
         return -1;
     }
     int e = uw__qp_rx_advance(q, (size_t)r);
@@ -478,7 +487,7 @@ static int wait_in_recv(uw_ctx *c, int timeout_ms)
         return 1;
     }
     if (q->dead) {
-        q->kick = true; /* our Terminate goes out through the normal path */
+        uw__kick(q); /* our Terminate goes out through the normal path */
         return -1;
     }
     /* Data can unlock transmission (Read Responses, a Send after the RTR). */
@@ -501,7 +510,7 @@ int uw_ctx_wait(uw_ctx *c, int timeout_ms)
 void uw__qp_doorbell(uw_qp *qp)
 {
     if (qp->cm != UW__CM_RTS || qp->fd < 0 || qp->dead) {
-        qp->kick = true; /* runs once the connection is up */
+        uw__kick(qp); /* runs once the connection is up */
         return;
     }
     int r = do_tx(qp);
@@ -520,7 +529,7 @@ int uw_disconnect(uw_qp *qp)
     if (qp->cm != UW__CM_RTS)
         return qp->cm == UW__CM_CLOSED ? 0 : UW_ENOTCONN;
     qp->disconnect_req = true;
-    qp->kick = true;
+    uw__kick(qp);
     uw__ctx_signal(qp->ctx);
     return 0;
 }
@@ -535,7 +544,7 @@ int uw_abort(uw_qp *qp)
     }
     close_fd(qp);
     qp->cm = UW__CM_CLOSED;
-    qp->deadline_ns = 0;
+    uw__set_deadline(qp, 0);
     uw__qp_flush(qp, UW_ECONNABORTED);
     return 0;
 }

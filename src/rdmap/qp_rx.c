@@ -274,7 +274,7 @@ static int read_request(uw_qp *qp)
     }
     qp->irq_count++;
     qp->msn_rx[UW__QN_READ]++;
-    qp->kick = true;
+    uw__kick(qp);
     if (rtr) {
         qp->rtr_pending_rx = false;
         uw__cm_rtr_arrived(qp, UW_MPA_RTR_READ);
@@ -341,7 +341,7 @@ static int fpdu_end(uw_qp *qp)
     if (qp->first_rx_pending) {
         /* RFC 5044 7.1.2 rule 4: the responder may send from now on. */
         qp->first_rx_pending = false;
-        qp->kick = true;
+        uw__kick(qp);
     }
     uw__ddp_hdr *h = &rx->h;
     int err = 0;
@@ -356,7 +356,7 @@ static int fpdu_end(uw_qp *qp)
         if (qp->rtr_read_out) {
             qp->rtr_read_out = false;
             qp->ord_out--;
-            qp->kick = true;
+            uw__kick(qp);
             return 0;
         }
         struct uw__swqe *q = orq_head(qp);
@@ -367,7 +367,7 @@ static int fpdu_end(uw_qp *qp)
             qp->read_resp_off = 0;
             q->state = UW__WQE_DONE;
             qp->ord_out--;
-            qp->kick = true;
+            uw__kick(qp);
             uw__qp_sq_retire(qp);
         }
         return 0;

@@ -49,7 +49,9 @@ struct uw_ctx {
     uint64_t produced_ev; /* events queued */
     uint64_t timer_ns;    /* deadline the timerfd is armed for (0: disarmed) */
     struct uw__evnode *ev_head, *ev_tail;
-    uw_qp *qps;        /* every QP, for timers and kicks */
+    uw_qp *qps;        /* every QP */
+    uw_qp *ready_head, *ready_tail; /* kicked QPs waiting for a progress pass */
+    bool deadline_dirty;  /* a QP's deadline changed since the timerfd was armed */
     /* STag table: index = stag >> 8, key = stag & 0xFF. */
     uw_mr **mrs;
     uint8_t *mr_key;
@@ -183,7 +185,9 @@ struct uw_qp {
     int fd;
     unsigned epmask;      /* events registered with epoll */
     bool ep_added;
-    bool kick;            /* work to do without socket readiness */
+    bool kick;            /* work to do without socket readiness: set with uw__kick() */
+    bool queued;          /* on ctx->ready */
+    uw_qp *rnext;
     unsigned last_events; /* epoll events not yet serviced */
     int rcvtimeo_ms;      /* SO_RCVTIMEO last set (0: none) */
 
@@ -258,6 +262,28 @@ struct uw_listener {
  * context's own fds are marked by these small data.u64 values instead. */
 enum { UW__EP_QP = 1, UW__EP_LISTENER = 2 };
 enum { UW__EP_EVFD = 1, UW__EP_TIMERFD = 2 };
+
+/* Marks qp as having work and queues it for the next progress pass, so that
+ * a pass touches only QPs with something to do, however many exist. */
+static inline void uw__kick(uw_qp *qp)
+{
+    qp->kick = true;
+    if (qp->queued)
+        return;
+    qp->queued = true;
+    qp->rnext = NULL;
+    if (qp->ctx->ready_tail)
+        qp->ctx->ready_tail->rnext = qp;
+    else
+        qp->ctx->ready_head = qp;
+    qp->ctx->ready_tail = qp;
+}
+
+static inline void uw__set_deadline(uw_qp *qp, uint64_t ns)
+{
+    qp->deadline_ns = ns;
+    qp->ctx->deadline_dirty = true;
+}
 
 /* verbs/objects.c */
 void uw__log(uw_ctx *ctx, int level, const char *fmt, ...)

@@ -408,7 +408,7 @@ static int cq_take(uw_cq *cq, uw_wc *wc, int n)
         /* Space freed: QPs paused on the full CQ may go on. */
         for (uw_qp *q = cq->ctx->qps; q; q = q->next)
             if (q->scq == cq || q->rcq == cq)
-                q->kick = true;
+                uw__kick(q);
     }
     return k;
 }

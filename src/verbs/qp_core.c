@@ -94,6 +94,21 @@ int uw_qp_destroy(uw_qp *qp)
             *p = qp->next;
             break;
         }
+    if (qp->queued) {
+        uw_qp *prev = NULL;
+        for (uw_qp *q = c->ready_head; q; prev = q, q = q->rnext)
+            if (q == qp) {
+                if (prev)
+                    prev->rnext = q->rnext;
+                else
+                    c->ready_head = q->rnext;
+                if (c->ready_tail == qp)
+                    c->ready_tail = prev;
+                break;
+            }
+    }
+    if (qp->deadline_ns)
+        c->deadline_dirty = true;
     /* Events still queued for this QP would dangle: drop them. */
     struct uw__evnode **pp = &c->ev_head;
     c->ev_tail = NULL;
@@ -340,5 +355,5 @@ void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t 
     qp->rtr_pending_tx = initiator && mpa->p2p;
     qp->rtr_pending_rx = !initiator && mpa->p2p;
     qp->first_rx_pending = !initiator && !mpa->p2p;
-    qp->kick = true;
+    uw__kick(qp);
 }
