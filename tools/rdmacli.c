@@ -300,3 +300,31 @@ void rc_log(void *ud, int level, const char *msg)
     static const char *lv[] = {"error", "warn", "info", "debug"};
     cli_msg("uwarp %s: %s", level >= 0 && level <= 3 ? lv[level] : "log", msg);
 }
+
+int rc_parse_rtr_list(const char *s, uint8_t *out)
+{
+    uint8_t m = 0;
+    const char *p = s;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (n == 4 && !strncmp(p, "send", 4))
+            m |= UW_MPA_RTR_SEND;
+        else if (n == 5 && !strncmp(p, "write", 5))
+            m |= UW_MPA_RTR_WRITE;
+        else if (n == 4 && !strncmp(p, "read", 4))
+            m |= UW_MPA_RTR_READ;
+        else
+            return -1;
+        p += n;
+        if (*p == ',') {
+            p++;
+            if (!*p)
+                return -1;
+        }
+    }
+    if (!m)
+        return -1;
+    *out = m;
+    return 0;
+}

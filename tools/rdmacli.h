@@ -41,6 +41,10 @@ int rc_remaining_ms(int64_t deadline);
  * for any positive value). Rejects signs, exponents and values over a day. */
 bool rc_parse_seconds(const char *s, int *ms);
 
+/* Parses an RTR type list such as "send,write,read" (any order, at least
+ * one, no empty items) into UW_MPA_RTR_* bits. Returns 0 or -1. */
+int rc_parse_rtr_list(const char *s, uint8_t *out);
+
 /* Resolves host (NULL: the wildcard address for a listener) and a numeric
  * port. IPv4 results are preferred when the name has both families, because
  * a listener on the default wildcard address is IPv4. Returns 0, or -1 after

@@ -68,33 +68,6 @@ static const char HELP[] =
     "(the message names the RFC error and the Terminate's layer/type/code);\n"
     "3 rejected by the peer (its private data is printed in hex); 4 timeout.\n";
 
-static int parse_rtr_list(const char *s, uint8_t *out)
-{
-    uint8_t m = 0;
-    const char *p = s;
-    while (*p) {
-        const char *comma = strchr(p, ',');
-        size_t n = comma ? (size_t)(comma - p) : strlen(p);
-        if (n == 4 && !strncmp(p, "send", 4))
-            m |= UW_MPA_RTR_SEND;
-        else if (n == 5 && !strncmp(p, "write", 5))
-            m |= UW_MPA_RTR_WRITE;
-        else if (n == 4 && !strncmp(p, "read", 4))
-            m |= UW_MPA_RTR_READ;
-        else
-            return -1;
-        p += n;
-        if (*p == ',') {
-            p++;
-            if (!*p)
-                return -1;
-        }
-    }
-    if (!m)
-        return -1;
-    *out = m;
-    return 0;
-}
 
 static int parse_depth(const char *name, const char *v, uint16_t *out)
 {
@@ -152,7 +125,7 @@ int cat_parse_args(int argc, char **argv, cat_opts *o)
         } else if ((r = cli_opt(argc, argv, &i, "--p2p", &v)) != 0) {
             if (r < 0)
                 return RC_EXIT_USAGE;
-            if (parse_rtr_list(v, &o->rtr) < 0)
+            if (rc_parse_rtr_list(v, &o->rtr) < 0)
                 return cli_usage(
                     "--p2p takes a comma-separated list of send, write, read; got '%s'", v);
             o->p2p = true;

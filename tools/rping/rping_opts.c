@@ -53,28 +53,6 @@ static const char HELP[] =
     "Exit status: 0 success; 1 usage error; 2 protocol, transport or data error;\n"
     "3 rejected by the peer; 4 timeout.\n";
 
-static int parse_rtr_list(const char *s, uint8_t *out)
-{
-    uint8_t m = 0;
-    char tmp[64];
-    if (strlen(s) >= sizeof(tmp))
-        return -1;
-    strcpy(tmp, s);
-    for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (!strcmp(t, "send"))
-            m |= UW_MPA_RTR_SEND;
-        else if (!strcmp(t, "write"))
-            m |= UW_MPA_RTR_WRITE;
-        else if (!strcmp(t, "read"))
-            m |= UW_MPA_RTR_READ;
-        else
-            return -1;
-    }
-    if (!m)
-        return -1;
-    *out = m;
-    return 0;
-}
 
 /* Handles one short option letter; val is its value when it takes one. */
 static int short_opt(rp_opts *o, char opt, const char *val)
@@ -156,7 +134,7 @@ int rp_parse_args(int argc, char **argv, rp_opts *o)
         } else if ((r = cli_opt(argc, argv, &i, "--p2p", &v)) != 0) {
             if (r < 0)
                 return RC_EXIT_USAGE;
-            if (parse_rtr_list(v, &o->rtr) < 0)
+            if (rc_parse_rtr_list(v, &o->rtr) < 0)
                 return cli_usage("--p2p takes a comma-separated list of send, write, read");
             o->p2p = true;
         } else if ((r = cli_opt(argc, argv, &i, "--pause", &v)) != 0) {
