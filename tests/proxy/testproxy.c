@@ -243,6 +243,13 @@ static int finish_connect(proxy *p, session *s)
         s->connecting = false;
         return 0;
     }
+    if (err == ECONNRESET) {
+        /* The target accepted and reset before we saw the connection
+         * complete: that is a reset from the target, not a refusal. */
+        s->connecting = false;
+        session_abort(s, 1, "connect", err);
+        return 0;
+    }
     close(s->fd[1]);
     s->fd[1] = -1;
     s->ai = s->ai->ai_next;
@@ -323,7 +330,7 @@ static int pump(proxy *p, session *s, const short revents[2], int64_t now)
         if (!(revents[1] & (POLLOUT | POLLERR | POLLHUP)))
             return 0;
         int rc = finish_connect(p, s);
-        if (rc != 0 || s->connecting)
+        if (rc != 0 || s->connecting || s->reset)
             return rc;
     }
     for (int k = 0; k < 2; k++)
