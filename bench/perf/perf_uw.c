@@ -148,6 +148,7 @@ int perf_uw_server(const char *addr, int port, const perf_cfg *base)
         return -1;
     }
     sconn *conns = NULL;
+    unsigned idle = 0;
     for (;;) {
         bool busy = false;
         for (sconn *s = conns; s; s = s->next)
@@ -159,6 +160,12 @@ int perf_uw_server(const char *addr, int port, const perf_cfg *base)
             if (s)
                 server_wc(s, &wc[i]);
         }
+        /* Busy-polling, events are looked for only now and then: a pass
+         * made for events that reads a message queues its completion where
+         * this call cannot return it, and the context must then signal its
+         * fd (a write and a read per message). */
+        if (busy && (n > 0 || ++idle % 64 != 0))
+            continue;
         uw_cm_event ev;
         while (uw_cm_get_event(ctx, &ev) == 1) {
             if (ev.type == UW_CM_CONNECT_REQUEST) {

@@ -115,6 +115,13 @@ ssize_t uw_mpa_fpdu_build(uw_mpa_fpdu *f, struct iovec *iov, size_t iov_cap,
                           const struct iovec *ulpdu, size_t ulpdu_iovcnt, uint32_t pos,
                           unsigned flags);
 
+/* Like uw_mpa_fpdu_build(), but copies the whole wire image (markers, CRC)
+ * into out[0..cap) and returns its length (f->wire_len). Only f's results
+ * are set. Errors: those of uw_mpa_fpdu_build(), UW_ENOBUFS if cap is too
+ * small (uw_mpa_fpdu_wire_len() tells the size). */
+ssize_t uw_mpa_fpdu_copy(uw_mpa_fpdu *f, uint8_t *out, size_t cap, const struct iovec *ulpdu,
+                         size_t ulpdu_iovcnt, uint32_t pos, unsigned flags);
+
 /* Convenience: frames one flat ULPDU into out (a copy). Returns the octets
  * written, UW_ENOBUFS if cap is too small, or the errors of
  * uw_mpa_fpdu_build(). */

@@ -501,7 +501,7 @@ int uw__cm_handshake(uw_qp *qp, unsigned events)
         }
         if (rx->st_head == rx->st_tail)
             rx->st_head = rx->st_tail = 0;
-        ssize_t n = recv(qp->fd, rx->stage + rx->st_tail, UW__RX_STAGE - rx->st_tail, MSG_DONTWAIT);
+        ssize_t n = recv(qp->fd, rx->stage + rx->st_tail, rx->stage_cap - rx->st_tail, MSG_DONTWAIT);
         if (n == 0)
             return UW_EMPA_TRUNCATED_FRAME;
         if (n < 0)

@@ -139,6 +139,32 @@ static void term_written(uw_qp *qp)
     uw__qp_flush(qp, qp->close_err);
 }
 
+/* A small FPDU is several short iovecs (length, headers, payload, pad and
+ * CRC): gathered here into one buffer and sent with send(), the kernel
+ * neither copies in an iovec array nor walks short segments. That is most
+ * of a small message's cost above raw TCP's. */
+#define UW__TX_GATHER 512u
+static ssize_t sock_write(int fd, const struct iovec *iov, int n)
+{
+    const int fl = MSG_NOSIGNAL | MSG_DONTWAIT;
+    if (n == 1)
+        return send(fd, iov[0].iov_base, iov[0].iov_len, fl);
+    size_t total = 0;
+    for (int i = 0; i < n && total <= UW__TX_GATHER; i++)
+        total += iov[i].iov_len;
+    if (total <= UW__TX_GATHER) {
+        uint8_t buf[UW__TX_GATHER];
+        size_t off = 0;
+        for (int i = 0; i < n; i++) {
+            memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
+            off += iov[i].iov_len;
+        }
+        return send(fd, buf, off, fl);
+    }
+    struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
+    return sendmsg(fd, &mh, fl);
+}
+
 static int do_tx(uw_qp *qp)
 {
     for (int round = 0; round < 64; round++) {
@@ -147,8 +173,7 @@ static int do_tx(uw_qp *qp)
         int n = uw__qp_tx_iov(qp, iov, UW__TX_IOV);
         if (n <= 0)
             break;
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t w = sendmsg(qp->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = sock_write(qp->fd, iov, n);
         if (w < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 return 0;
@@ -196,6 +221,16 @@ static int at_eof(uw_qp *qp)
     return 1;
 }
 
+/* recv() for a single buffer: recvmsg() would copy in a msghdr and an
+ * iovec array on every call, which shows in a busy-poll spin. */
+static ssize_t sock_read(int fd, struct iovec *iov, int n, int flags)
+{
+    if (n == 1)
+        return recv(fd, iov[0].iov_base, iov[0].iov_len, flags);
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    return recvmsg(fd, &mh, flags);
+}
+
 static int do_rx(uw_qp *qp)
 {
     if (qp->eof_seen)
@@ -211,8 +246,7 @@ static int do_rx(uw_qp *qp)
         int n = uw__qp_rx_iov(qp, iov, UW__RX_PLAN);
         if (n <= 0)
             return 0;
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t r = recvmsg(qp->fd, &mh, MSG_DONTWAIT);
+        ssize_t r = sock_read(qp->fd, iov, n, MSG_DONTWAIT);
         if (r < 0)
             return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
         if (r == 0) {
@@ -372,16 +406,22 @@ static void timers(uw_ctx *c)
     }
 }
 
-/* One pass of the engine: socket events (waiting up to timeout_ms for the
- * first), timers, then every QP with work. */
-/* One connection and nothing else to watch: a non-blocking pass can go to
- * its socket directly. Busy-polling then costs one recvmsg per spin instead
- * of an epoll_wait, and a message that arrived is read by that same call. */
-static bool single_direct(const uw_ctx *c)
+/* One established connection: a non-blocking pass can go to its socket
+ * directly. Busy-polling then costs one recvmsg per spin instead of an
+ * epoll_wait, and a message that arrived is read by that same call. A
+ * listener or an armed timer is still watched, by every UW__DIRECT_EPOLL-th
+ * pass going through epoll: an accept or a timeout waits a few microseconds
+ * of spinning, where an epoll_wait per message would cost every message. */
+#define UW__DIRECT_EPOLL 16u
+static bool single_direct(uw_ctx *c)
 {
     const uw_qp *q = c->qps;
-    return q && !q->next && !c->nlisten && !c->ev_armed && !c->timer_ns && !q->deadline_ns &&
-           q->cm == UW__CM_RTS && q->fd >= 0 && !q->dead && !q->eof_seen;
+    if (!q || q->next || c->ev_armed || q->deadline_ns || q->cm != UW__CM_RTS || q->fd < 0 ||
+        q->dead || q->eof_seen)
+        return false;
+    if (!c->nlisten && !c->timer_ns)
+        return true;
+    return ++c->direct_spins % UW__DIRECT_EPOLL != 0;
 }
 
 static int progress(uw_ctx *c, int timeout_ms)
@@ -473,8 +513,7 @@ static int wait_in_recv(uw_ctx *c, int timeout_ms)
             return -1;
         q->rcvtimeo_ms = timeout_ms;
     }
-    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-    ssize_t r = recvmsg(q->fd, &mh, 0);
+    ssize_t r = sock_read(q->fd, iov, n, 0);
     if (r < 0)
         return (errno == EAGAIN || errno == EINTR) ? 0 : -1; /* timeout: nothing happened */
     if (r == 0) {

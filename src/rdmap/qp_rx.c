@@ -417,6 +417,13 @@ static void placed(uw_qp *qp, const uint8_t *p, uint32_t n)
     (void)p;
 }
 
+/* RFC 5044 4.2: the two low FPDUPTR bits are treated as zero. */
+static inline void mark_check(struct uw__rx *rx, const uint8_t *m, uint32_t fpduptr)
+{
+    if ((((uint32_t)m[2] << 8 | m[3]) & ~3u) != (fpduptr & ~3u))
+        rx->marker_bad = true;
+}
+
 /* Walks len octets through the FPDU state machine. With landed, p points at
  * octets already where they belong (payload at its destination, a marker
  * in its slot); otherwise p is staged input to be copied out. */
@@ -424,6 +431,16 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
 {
     struct uw__rx *rx = &qp->rx;
     bool want_crc = qp->flags_rx & UW_MPA_CRC;
+    /* Covered octets adjacent in memory (a staged FPDU, markers and all)
+     * go to the CRC in one call when the span breaks, not one per run. */
+    const uint8_t *cs = NULL;
+    uint32_t cl = 0;
+#define CRC_FLUSH()                                                                                \
+    do {                                                                                           \
+        if (cl)                                                                                    \
+            rx->crc = uw_crc32c_update(rx->crc, cs, cl);                                           \
+        cl = 0;                                                                                    \
+    } while (0)
     *used = 0;
     while (len) {
         if (!rx->in_fpdu) {
@@ -433,6 +450,7 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
         }
         if (!rx->have_run) {
             if (!uw__walk_next(&rx->w, &rx->run)) {
+                CRC_FLUSH();
                 int r = fpdu_end(qp);
                 if (r < 0)
                     return r;
@@ -448,7 +466,16 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
         uint32_t lo = run->logical + rx->run_off;
         switch (run->field) {
         case UW__F_MARKER:
-            memcpy(rx->mark + rx->run_off, p, take);
+            /* Whole markers are checked in place; only a split one is
+             * gathered (storing bytes and reloading them as a word stalls). */
+            if (take == UW_MPA_MARKER_LEN) {
+                mark_check(rx, p, run->fpduptr);
+            } else {
+                for (uint32_t i = 0; i < take; i++)
+                    rx->mark[rx->run_off + i] = p[i];
+                if (rx->run_off + take == UW_MPA_MARKER_LEN)
+                    mark_check(rx, rx->mark, run->fpduptr);
+            }
             break;
         case UW__F_LEN:
             memcpy(rx->hdr + lo, p, take);
@@ -487,8 +514,15 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
         default:
             break;
         }
-        if (want_crc && run->in_crc)
-            rx->crc = uw_crc32c_update(rx->crc, p, take);
+        if (want_crc && run->in_crc) {
+            if (cl && cs + cl == p) {
+                cl += take;
+            } else {
+                CRC_FLUSH();
+                cs = p;
+                cl = take;
+            }
+        }
         rx->run_off += take;
         p += take;
         len -= take;
@@ -500,19 +534,18 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
         }
         if (rx->run_off == run->len) {
             rx->have_run = false;
-            /* RFC 5044 4.2: the two low FPDUPTR bits are treated as zero. */
-            if (run->field == UW__F_MARKER &&
-                (((uint32_t)rx->mark[2] << 8 | rx->mark[3]) & ~3u) != (run->fpduptr & ~3u))
-                rx->marker_bad = true;
             /* The FPDU is complete: act on it now, not when more arrives. */
             if (rx->len_known && rx->w.logical >= rx->w.bound[3]) {
+                CRC_FLUSH();
                 int r = fpdu_end(qp);
                 if (r < 0)
                     return r;
             }
         }
     }
+    CRC_FLUSH();
     return 0;
+#undef CRC_FLUSH
 }
 
 /* Adds the destination iovecs of n payload octets starting at the planned
@@ -618,20 +651,21 @@ int uw__qp_rx_iov(uw_qp *qp, struct iovec *iov, int cap)
         return 0;
     if (rx->st_head == rx->st_tail)
         rx->st_head = rx->st_tail = 0;
-    if (can_direct(rx) && cap >= 2)
+    if (!(qp->flags_rx & UW_MPA_MARKERS) && can_direct(rx) && cap >= 2)
         return plan_direct(qp, iov, cap > UW__RX_PLAN ? UW__RX_PLAN : cap);
     if (!rx->in_fpdu && rx->st_head == rx->st_tail && paused(qp))
         return 0;
-    if (rx->st_tail == UW__RX_STAGE) {
+    if (rx->st_tail == rx->stage_cap) {
         memmove(rx->stage, rx->stage + rx->st_head, rx->st_tail - rx->st_head);
         rx->st_tail -= rx->st_head;
         rx->st_head = 0;
     }
     iov[0].iov_base = rx->stage + rx->st_tail;
-    iov[0].iov_len = UW__RX_STAGE - rx->st_tail;
+    iov[0].iov_len = rx->stage_cap - rx->st_tail;
     /* After a large FPDU another is likely: take just its header, so that
      * its payload can be read straight to its destination. */
-    if (rx->big && !rx->in_fpdu && rx->st_head == rx->st_tail && iov[0].iov_len > UW__RX_LOOKAHEAD)
+    if (rx->big && !(qp->flags_rx & UW_MPA_MARKERS) && !rx->in_fpdu &&
+        rx->st_head == rx->st_tail && iov[0].iov_len > UW__RX_LOOKAHEAD)
         iov[0].iov_len = UW__RX_LOOKAHEAD;
     return iov[0].iov_len ? 1 : 0;
 }

@@ -14,6 +14,7 @@ static struct uw__txf *frame_new(uw_qp *qp)
     f->iov = qp->txiov + (size_t)i * qp->txf_iov;
     f->kind = UW__TXK_NONE;
     f->ref = 0;
+    f->slot = false;
     return f;
 }
 
@@ -26,8 +27,24 @@ static void frame_commit(uw_qp *qp, struct uw__txf *f, size_t hlen, const struct
     ul[0].iov_len = hlen;
     if (npay)
         memcpy(ul + 1, pay, npay * sizeof(*pay));
-    ssize_t k = uw_mpa_fpdu_build(&f->fp, f->iov, qp->txf_iov, ul, npay + 1, qp->tx_pos,
-                                  qp->flags_tx);
+    ssize_t k;
+    if (qp->txs) {
+        /* Markers: one copy into a slot costs less than ~260 iovecs per
+         * 64 KiB FPDU, and the CRC then runs over cached contiguous octets. */
+        uint8_t *slot = qp->txs + (size_t)qp->txs_head * qp->txs_size;
+        k = uw_mpa_fpdu_copy(&f->fp, slot, qp->txs_size, ul, npay + 1, qp->tx_pos, qp->flags_tx);
+        if (k > 0) {
+            f->iov[0].iov_base = slot;
+            f->iov[0].iov_len = (size_t)k;
+            k = 1;
+            f->slot = true;
+            qp->txs_head = (qp->txs_head + 1) % qp->txs_n;
+            qp->txs_used++;
+        }
+    } else {
+        k = uw_mpa_fpdu_build(&f->fp, f->iov, qp->txf_iov, ul, npay + 1, qp->tx_pos,
+                              qp->flags_tx);
+    }
     /* Sizes are bounded by construction (MULPDU, UW_MAX_SGE, txf_iov). */
     f->iovcnt = k > 0 ? (uint16_t)k : 0;
     f->wire_len = (uint32_t)f->fp.wire_len;
@@ -241,7 +258,8 @@ static bool build_sq(uw_qp *qp)
 
 static void build(uw_qp *qp)
 {
-    while (qp->txf_count < UW__TX_FRAMES && !qp->term_sent) {
+    while (qp->txf_count < UW__TX_FRAMES && !qp->term_sent &&
+           (!qp->txs || qp->txs_used < qp->txs_n)) {
         if (qp->term_queued) {
             build_term(qp);
             return;
@@ -297,6 +315,8 @@ int uw__qp_tx_iov(uw_qp *qp, struct iovec *iov, int cap)
 
 static void frame_done(uw_qp *qp, struct uw__txf *f)
 {
+    if (f->slot)
+        qp->txs_used--;
     switch (f->kind) {
     case UW__TXK_SQ_LAST: {
         struct uw__swqe *q = &qp->sq[f->ref];

@@ -17,6 +17,10 @@
 #define UW__TX_FRAMES 32u   /* FPDUs built ahead of the socket */
 #define UW__TX_IOV 1024u    /* IOV_MAX */
 #define UW__RX_STAGE (16u * 1024u)
+/* With markers payload is not read straight to its place (a read would
+ * scatter some 260 pieces per 64 KiB): a large stage is read in one call,
+ * its CRC taken in one pass and the payload copied out while cached. */
+#define UW__RX_STAGE_MARKERS (128u * 1024u)
 #define UW__CC_MAX 16u      /* TCP_CA_NAME_MAX */
 #define UW__MAX_PENDING 64u /* startup exchanges per listener before accepting pauses */
 /* Receive: FPDUs of at least UW__RX_BIG octets are read header first and
@@ -48,6 +52,7 @@ struct uw_ctx {
     uint64_t produced;    /* completions + events queued, for progress counts */
     uint64_t produced_ev; /* events queued */
     uint64_t timer_ns;    /* deadline the timerfd is armed for (0: disarmed) */
+    unsigned direct_spins; /* non-blocking passes that skipped epoll (engine.c) */
     struct uw__evnode *ev_head, *ev_tail;
     uw_qp *qps;        /* every QP */
     uw_qp *ready_head, *ready_tail; /* kicked QPs waiting for a progress pass */
@@ -115,6 +120,7 @@ struct uw__txf {
     uint8_t hdr[UW__DDP_UNTAGGED_HLEN + UW__TERM_MAX_LEN];
     struct iovec *iov; /* UW__TXF_IOV_* entries in qp->txiov */
     uint16_t iovcnt;
+    bool slot;         /* its octets are in a transmit slot (qp->txs) */
     uint32_t wire_len;
     int kind;          /* what finishing it completes: enum below */
     uint32_t ref;      /* SQ index or IRQ index */
@@ -163,6 +169,7 @@ struct uw__rx {
     /* Staged octets not yet consumed. */
     uint8_t *stage;
     uint32_t st_head, st_tail;
+    uint32_t stage_cap; /* UW__RX_STAGE, or UW__RX_STAGE_MARKERS with markers */
     bool big;             /* the last FPDU was large: read headers without payload */
     /* The last direct read's plan: plan_n destination/marker iovecs, then
      * (up to plan_total) the staging tail. */
@@ -226,6 +233,10 @@ struct uw_qp {
     struct uw__txf *txf;
     struct iovec *txiov;
     uint32_t txf_iov;     /* iovecs per frame */
+    /* With markers, frames are copied whole into fixed slots (qp_tx.c):
+     * txs_n slots of txs_size octets, used and freed in frame order. */
+    uint8_t *txs;
+    uint32_t txs_n, txs_size, txs_head, txs_used;
     int tx_cur;           /* message being segmented: 0 none, 1 SQ, 2 IRQ */
     uint32_t irq_tx;      /* IRQ entries (from irq_head) fully built */
     uint32_t txf_head, txf_count, txf_off; /* txf_off: octets of the head frame written */

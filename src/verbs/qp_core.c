@@ -24,6 +24,7 @@ int uw__qp_alloc(uw_ctx *c, const uw_qp_attr *attr, uw_qp **out)
     qp->rq = c->alloc.alloc(c->alloc.ud, rqd * sizeof(*qp->rq));
     qp->txf = c->alloc.alloc(c->alloc.ud, UW__TX_FRAMES * sizeof(*qp->txf));
     qp->rx.stage = c->alloc.alloc(c->alloc.ud, UW__RX_STAGE);
+    qp->rx.stage_cap = UW__RX_STAGE;
     if (!qp->sq || !qp->rq || !qp->txf || !qp->rx.stage) {
         c->alloc.free(c->alloc.ud, qp->sq);
         c->alloc.free(c->alloc.ud, qp->rq);
@@ -132,6 +133,7 @@ int uw_qp_destroy(uw_qp *qp)
     c->alloc.free(c->alloc.ud, qp->rq);
     c->alloc.free(c->alloc.ud, qp->txf);
     c->alloc.free(c->alloc.ud, qp->txiov);
+    c->alloc.free(c->alloc.ud, qp->txs);
     c->alloc.free(c->alloc.ud, qp->rx.stage);
     c->alloc.free(c->alloc.ud, qp);
     return 0;
@@ -312,6 +314,7 @@ void uw__qp_flush(uw_qp *qp, int err)
     /* Unsent frames point into the requests' buffers: they go first. */
     qp->txf_count = 0;
     qp->txf_off = 0;
+    qp->txs_used = 0;
     for (uint32_t i = 0; i < qp->sq_count; i++) {
         struct uw__swqe *q = &qp->sq[(qp->sq_head + i) % qp->sq_cap];
         if (q->state != UW__WQE_DONE) {
@@ -339,7 +342,36 @@ void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t 
     qp->txf_iov = mpa->markers_tx ? UW__TXF_IOV_MARKERS : UW__TXF_IOV_PLAIN;
     c->alloc.free(c->alloc.ud, qp->txiov);
     qp->txiov = c->alloc.alloc(c->alloc.ud, (size_t)UW__TX_FRAMES * qp->txf_iov * sizeof(struct iovec));
-    if (!qp->txiov) {
+    c->alloc.free(c->alloc.ud, qp->txs);
+    qp->txs = NULL;
+    if (mpa->markers_tx && qp->txiov) {
+        /* Room for the largest FPDU: ULPDU, length, pad, CRC and a marker
+         * per 508 octets plus a leading one. About 256 KiB in all for
+         * 64 KiB FPDUs, so the socket never waits for a slot. */
+        qp->txs_size = (mulpdu + 12 + 4 * ((mulpdu + 12) / 508 + 2) + 63) & ~63u;
+        qp->txs_n = (256u * 1024) / qp->txs_size;
+        if (qp->txs_n < 4)
+            qp->txs_n = 4;
+        if (qp->txs_n > UW__TX_FRAMES)
+            qp->txs_n = UW__TX_FRAMES;
+        qp->txs_head = qp->txs_used = 0;
+        qp->txs = c->alloc.alloc(c->alloc.ud, (size_t)qp->txs_n * qp->txs_size);
+    }
+    if (mpa->markers_rx && qp->txiov && qp->rx.stage_cap < UW__RX_STAGE_MARKERS) {
+        /* Octets that came with the MPA exchange are kept. */
+        uint8_t *st = c->alloc.alloc(c->alloc.ud, UW__RX_STAGE_MARKERS);
+        if (st) {
+            uint32_t n = qp->rx.st_tail - qp->rx.st_head;
+            memcpy(st, qp->rx.stage + qp->rx.st_head, n);
+            c->alloc.free(c->alloc.ud, qp->rx.stage);
+            qp->rx.stage = st;
+            qp->rx.stage_cap = UW__RX_STAGE_MARKERS;
+            qp->rx.st_head = 0;
+            qp->rx.st_tail = n;
+        }
+    }
+    if (!qp->txiov || (mpa->markers_tx && !qp->txs) ||
+        (mpa->markers_rx && qp->rx.stage_cap < UW__RX_STAGE_MARKERS)) {
         qp->state = UW_QPS_ERROR;
         qp->dead = true;
         qp->close_err = UW_ENOMEM;

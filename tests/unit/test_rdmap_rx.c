@@ -614,7 +614,7 @@ static void shadow_put(env *e, const uint8_t *dst, const uint8_t *d, size_t len)
 static void prop_round(env *e, int op, uint32_t *rd_msn, uint64_t id)
 {
     buf s = {0};
-    uint8_t *d = malloc(20000);
+    uint8_t *d = malloc(65536); /* a Send fills up to 3 SGEs of 16000 */
     assert_non_null(d);
     size_t segmax = tu_rng_below(e->rng, 3) == 0 ? 1 + tu_rng_below(e->rng, 16)
                                                  : 1 + tu_rng_below(e->rng, 4000);
