@@ -59,6 +59,7 @@ void perf_hdr_encode(const perf_cfg *c, uint8_t out[PERF_HDR_LEN])
     out[7] = (uint8_t)((c->busy ? 1 : 0) | (c->crc ? 2 : 0) | (c->markers ? 4 : 0));
     perf_put32(out + 8, c->size);
     perf_put32(out + 12, c->depth);
+    perf_put32(out + 16, c->fpdu);
 }
 
 int perf_hdr_decode(const uint8_t in[PERF_HDR_LEN], perf_cfg *c)
@@ -72,6 +73,7 @@ int perf_hdr_decode(const uint8_t in[PERF_HDR_LEN], perf_cfg *c)
     c->markers = (in[7] & 4) != 0;
     c->size = perf_get32(in + 8);
     c->depth = perf_get32(in + 12);
+    c->fpdu = perf_get32(in + 16);
     if (c->size > (64u << 20) || c->depth == 0 || c->depth > 4096)
         return -1;
     return 0;

@@ -33,6 +33,8 @@ static void usage(FILE *f)
 "  --bw                   throughput and message rate (default)\n"
 "  --lat                  ping-pong latency of Sends (mean, p50, p99, p99.9; one way = RTT/2)\n"
 "  --markers              MPA markers on\n"
+"  --fpdu N               uwarp: largest FPDU payload (ULPDU) sent, >= 128\n"
+"                         (default: as large as the TCP MSS allows)\n"
 "  --no-crc               prefer no MPA CRC\n"
 "  --rev 1|2              MPA revision (default 2)\n"
 "  --busy-poll            spin instead of blocking waits (both transports)\n"
@@ -99,10 +101,11 @@ static void print_one(const perf_cfg *c, const char *transport, const perf_res *
     double cs = r->bytes ? r->cpu_server_ns / (double)r->bytes : 0;
     if (json) {
         printf("{\"op\":\"%s\",\"size\":%u,\"transport\":\"%s\",\"crc\":%s,\"markers\":%s,"
-               "\"qps\":%u,\"depth\":%u,\"busy_poll\":%s,\"cc\":\"%s\",\"secs\":%.3f,"
+               "\"qps\":%u,\"depth\":%u,\"fpdu\":%u,\"busy_poll\":%s,\"cc\":\"%s\",\"secs\":%.3f,"
                "\"bytes\":%llu,\"bw_gbps\":%.4f,\"msg_rate\":%.1f",
                op_name(c->op), c->size, transport, c->crc ? "true" : "false",
-               c->markers ? "true" : "false", c->qps, c->depth, c->busy ? "true" : "false",
+               c->markers ? "true" : "false", c->qps, c->depth, c->fpdu,
+               c->busy ? "true" : "false",
                c->cc ? c->cc : "", r->secs, (unsigned long long)r->bytes, gbps, rate);
         if (c->lat)
             printf(",\"lat_us\":{\"mean\":%.2f,\"p50\":%.2f,\"p99\":%.2f,\"p999\":%.2f}",
@@ -169,7 +172,7 @@ int main(int argc, char **argv)
         {"bw", 0, 0, 'B'}, {"markers", 0, 0, 'm'}, {"no-crc", 0, 0, 'C'}, {"rev", 1, 0, 'r'},
         {"busy-poll", 0, 0, 'b'}, {"cpu", 0, 0, 'c'}, {"vs-tcp", 0, 0, 'v'},
         {"tcp-only", 0, 0, 'T'}, {"repeat", 1, 0, 'R'}, {"cc", 1, 0, 'g'}, {"json", 0, 0, 'j'},
-        {"timeout", 1, 0, 't'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"timeout", 1, 0, 't'}, {"fpdu", 1, 0, 'F'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     int o;
     bool ok = true;
     while ((o = getopt_long(argc, argv, "l:h", lo, NULL)) != -1) {
@@ -189,6 +192,10 @@ int main(int argc, char **argv)
         case 'L': c.lat = true; break;
         case 'B': c.lat = false; break;
         case 'm': c.markers = true; break;
+        case 'F':
+            c.fpdu = (uint32_t)parse_size(optarg, &ok);
+            ok &= c.fpdu >= 128 && c.fpdu <= 65535;
+            break;
         case 'C': c.crc = false; break;
         case 'r': c.rev = atoi(optarg); ok &= c.rev == 1 || c.rev == 2; break;
         case 'b': c.busy = true; break;

@@ -20,6 +20,7 @@ typedef struct perf_cfg {
     bool busy;
     bool crc, markers;
     int rev;
+    uint32_t fpdu;     /* uwarp: largest ULPDU sent (0: from the TCP MSS) */
     const char *cc;    /* congestion control, both transports */
     int timeout_ms;
 } perf_cfg;

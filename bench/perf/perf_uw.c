@@ -186,7 +186,7 @@ int perf_uw_server(const char *addr, int port, const perf_cfg *base)
                  * a measurement must run the configuration it reports. */
                 uw_conn_param ap = {.private_data = pd_out, .private_data_len = 20,
                                     .crc = c.crc ? UW_CRC_PREFER : UW_CRC_AVOID,
-                                    .markers = c.markers};
+                                    .markers = c.markers, .max_fpdu = c.fpdu};
                 if (uw_accept(ev.qp, &ap) < 0) {
                     sconn_free(s);
                     continue;
@@ -315,7 +315,7 @@ int perf_uw_client(const char *host, int port, const perf_cfg *c, perf_res *r)
     perf_hdr_encode(c, hdr);
     uw_conn_param p = {.private_data = hdr, .private_data_len = PERF_HDR_LEN,
                        .rev = (uint8_t)c->rev, .crc = c->crc ? UW_CRC_PREFER : UW_CRC_AVOID,
-                       .markers = c->markers, .timeout_ms = c->timeout_ms,
+                       .markers = c->markers, .timeout_ms = c->timeout_ms, .max_fpdu = c->fpdu,
                        .tcp_congestion = c->cc};
     int ret = -1;
     for (unsigned i = 0; i < nq; i++) {

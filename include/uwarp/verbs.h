@@ -281,6 +281,9 @@ typedef struct uw_conn_param {
     bool accept_rev0;         /* responder: accept RDMAC Rev 0 */
     int timeout_ms;           /* every startup wait; 0: 10000 initiator, 5000 responder */
     const char *tcp_congestion; /* TCP congestion control ("cubic", ...); NULL: system default */
+    uint32_t max_fpdu;        /* largest ULPDU (DDP header + payload) we send; 0: the MULPDU
+                                 of the TCP EMSS (RFC 5044 4.5). Lower values (at least 128)
+                                 give one FPDU per segment of a smaller path MTU. */
 } uw_conn_param;
 
 enum uw_cm_event_type {

@@ -281,7 +281,10 @@ static uint32_t mulpdu_of(uw_qp *qp, bool markers)
     socklen_t l = sizeof(mss);
     if (getsockopt(qp->fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) < 0 || mss <= 0)
         mss = 1460;
-    return uw_mpa_mulpdu((uint32_t)mss, markers);
+    uint32_t m = uw_mpa_mulpdu((uint32_t)mss, markers);
+    if (qp->param.max_fpdu && qp->param.max_fpdu < m)
+        m = qp->param.max_fpdu < UW_MPA_MULPDU_MIN ? UW_MPA_MULPDU_MIN : qp->param.max_fpdu;
+    return m;
 }
 
 /* Responder: a complete Request is in qp->req. */
@@ -330,6 +333,8 @@ int uw_accept(uw_qp *qp, const uw_conn_param *p)
          * Request's private data (RFC 5044 7.1.2: the Reply decides). */
         qp->pol.crc = p->crc != UW_CRC_AVOID;
         qp->pol.markers = p->markers;
+        if (p->max_fpdu)
+            qp->param.max_fpdu = p->max_fpdu;
     }
     uw_mpa_frame rep;
     int r = uw_mpa_respond(&qp->pol, &qp->req, false, qp->param_pd, qp->param.private_data_len,
