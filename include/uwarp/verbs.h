@@ -353,7 +353,8 @@ const char *uw_cm_event_name(int type);
 
 /* The negotiated MPA parameters of a connected QP. */
 int uw_qp_mpa_params(const uw_qp *qp, uw_mpa_params *out);
-/* The MULPDU used for transmission (from TCP_MAXSEG, RFC 5044 4.5). */
+/* The MULPDU used for transmission (from TCP_MAXSEG, RFC 5044 4.5, or
+ * uw_conn_param.max_fpdu when that is smaller). */
 uint32_t uw_qp_mulpdu(const uw_qp *qp);
 
 #ifdef __cplusplus

@@ -234,6 +234,29 @@ static void test_nocrc_markers_v1(void **st)
     run_combo(&c, NULL);
 }
 
+/* max_fpdu caps each side's FPDUs (the listener's value applies to the
+ * responder); data of every size still arrives intact. */
+static void test_max_fpdu(void **st)
+{
+    (void)st;
+    uw_conn_param a = {.max_fpdu = 200};
+    uw_conn_param b = {.max_fpdu = 1000, .markers = true};
+    pair p;
+    assert_int_equal(connect_pair(&p, &a, &b, false), UW_CM_ESTABLISHED);
+    assert_int_equal(uw_qp_mulpdu(p.a.qp), 200);
+    assert_int_equal(uw_qp_mulpdu(p.b.qp), 1000);
+    static const uint32_t lens[] = {0, 1, 199, 200, 201, 4096, 100000};
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+        exchange(&p, lens[i]);
+    pair_fini(&p);
+    uw_conn_param tiny = {.max_fpdu = 5};
+    assert_int_equal(connect_pair(&p, &tiny, NULL, false), UW_CM_ESTABLISHED);
+    assert_int_equal(uw_qp_mulpdu(p.a.qp), UW_MPA_MULPDU_MIN);
+    assert_true(uw_qp_mulpdu(p.b.qp) > 1000); /* loopback MSS */
+    exchange(&p, 5000);
+    pair_fini(&p);
+}
+
 static void test_p2p(void **st)
 {
     (void)st;
@@ -355,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_default),
         cmocka_unit_test(test_nocrc_markers_v1),
         cmocka_unit_test(test_p2p),
+        cmocka_unit_test(test_max_fpdu),
         cmocka_unit_test(test_reject),
         cmocka_unit_test(test_bad_stag),
         cmocka_unit_test(test_small_cq_pause),
