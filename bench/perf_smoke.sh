@@ -28,5 +28,9 @@ run --op send --size 1K --vs-tcp
 run --op send --size 64 --lat --vs-tcp
 run --op write --size 64K --markers
 run --op write --size 64K --no-crc --qps 4 --depth 4
-grep -q '"ratio_bw"' "$tmp/out.json" || true
+run --op write --size 64K --fpdu 1448 --markers
+grep -q '"fpdu":1448' "$tmp/out.json" || { echo "FAIL: --fpdu not reported"; exit 1; }
+run --op write --size 16K --vs-tcp --tcp-crc
+grep -q '"transport":"tcp+crc"' "$tmp/out.json" || { echo "FAIL: no tcp+crc line"; exit 1; }
+grep -q '"baseline":"tcp+crc"' "$tmp/out.json" || { echo "FAIL: ratio not against tcp+crc"; exit 1; }
 echo "perf smoke: all runs completed"

@@ -56,7 +56,8 @@ void perf_hdr_encode(const perf_cfg *c, uint8_t out[PERF_HDR_LEN])
     out[4] = 1; /* version */
     out[5] = (uint8_t)c->op;
     out[6] = c->lat ? 1 : 0;
-    out[7] = (uint8_t)((c->busy ? 1 : 0) | (c->crc ? 2 : 0) | (c->markers ? 4 : 0));
+    out[7] = (uint8_t)((c->busy ? 1 : 0) | (c->crc ? 2 : 0) | (c->markers ? 4 : 0) |
+                       (c->tcp_crc ? 8 : 0));
     perf_put32(out + 8, c->size);
     perf_put32(out + 12, c->depth);
     perf_put32(out + 16, c->fpdu);
@@ -71,6 +72,7 @@ int perf_hdr_decode(const uint8_t in[PERF_HDR_LEN], perf_cfg *c)
     c->busy = (in[7] & 1) != 0;
     c->crc = (in[7] & 2) != 0;
     c->markers = (in[7] & 4) != 0;
+    c->tcp_crc = (in[7] & 8) != 0;
     c->size = perf_get32(in + 8);
     c->depth = perf_get32(in + 12);
     c->fpdu = perf_get32(in + 16);

@@ -16,37 +16,41 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-"usage: uwarp-perf -l [ADDR:]PORT [--cc NAME] [--no-crc] [--markers]\n"
-"       uwarp-perf [OPTIONS] HOST PORT\n"
-"\n"
-"The server listens for uwarp on PORT and for the TCP baseline on PORT+1.\n"
-"The client measures; every figure is payload octets.\n"
-"\n"
-"  --op write|read|send   operation (default write)\n"
-"  --size N               message size (K/M suffixes; default 65536)\n"
-"  --sizes LIST           a sweep, e.g. 64,4K,64K,1M\n"
-"  --duration S           seconds per measurement (default 2)\n"
-"  --iters N              messages per measurement instead of a duration\n"
-"  --qps N                connections (default 1)\n"
-"  --depth N              outstanding work requests per connection (default 16)\n"
-"  --bw                   throughput and message rate (default)\n"
-"  --lat                  ping-pong latency of Sends (mean, p50, p99, p99.9; one way = RTT/2)\n"
-"  --markers              MPA markers on\n"
-"  --fpdu N               uwarp: largest FPDU payload (ULPDU) sent, >= 128\n"
-"                         (default: as large as the TCP MSS allows)\n"
-"  --no-crc               prefer no MPA CRC\n"
-"  --rev 1|2              MPA revision (default 2)\n"
-"  --busy-poll            spin instead of blocking waits (both transports)\n"
-"  --cpu                  report user+sys CPU ns per payload byte on both sides\n"
-"  --vs-tcp               also measure plain TCP and print uwarp/TCP ratios\n"
-"  --tcp-only             measure only the TCP baseline\n"
-"  --repeat N             measure each configuration N times, report the median (default 1);\n"
-"                         with --vs-tcp the two transports take turns\n"
-"  --cc NAME              TCP congestion control for both transports (default: the system's)\n"
-"  --json                 one JSON object per line per measurement\n"
-"  --timeout S            connection setup timeout (default 10)\n"
-"Exit status: 0 ok, 1 usage, 2 measurement failed.\n");
+    fprintf(f, "usage: uwarp-perf -l [ADDR:]PORT [--cc NAME] [--no-crc] [--markers]\n"
+               "       uwarp-perf [OPTIONS] HOST PORT\n"
+               "\n"
+               "The server listens for uwarp on PORT and for the TCP baseline on PORT+1.\n"
+               "The client measures; every figure is payload octets.\n"
+               "\n"
+               "  --op write|read|send   operation (default write)\n"
+               "  --size N               message size (K/M suffixes; default 65536)\n"
+               "  --sizes LIST           a sweep, e.g. 64,4K,64K,1M\n"
+               "  --duration S           seconds per measurement (default 2)\n"
+               "  --iters N              messages per measurement instead of a duration\n"
+               "  --qps N                connections (default 1)\n"
+               "  --depth N              outstanding work requests per connection (default 16)\n"
+               "  --bw                   throughput and message rate (default)\n"
+               "  --lat                  ping-pong latency of Sends (mean, p50, p99, p99.9;\n"
+               "                         one way = RTT/2)\n"
+               "  --markers              MPA markers on\n"
+               "  --fpdu N               uwarp: largest FPDU payload (ULPDU) sent, >= 128\n"
+               "                         (default: as large as the TCP MSS allows)\n"
+               "  --no-crc               prefer no MPA CRC\n"
+               "  --rev 1|2              MPA revision (default 2)\n"
+               "  --busy-poll            spin instead of blocking waits (both transports)\n"
+               "  --cpu                  report user+sys CPU ns per payload byte on both sides\n"
+               "  --vs-tcp               also measure plain TCP and print uwarp/TCP ratios\n"
+               "  --tcp-only             measure only the TCP baseline\n"
+               "  --tcp-crc              the TCP baseline also runs CRC32c over every payload\n"
+               "                         octet on both sides: what the CRC alone costs here\n"
+               "  --repeat N             measure each configuration N times, report the median "
+               "(default 1);\n"
+               "                         with --vs-tcp the two transports take turns\n"
+               "  --cc NAME              TCP congestion control for both transports (default: the "
+               "system's)\n"
+               "  --json                 one JSON object per line per measurement\n"
+               "  --timeout S            connection setup timeout (default 10)\n"
+               "Exit status: 0 ok, 1 usage, 2 measurement failed.\n");
 }
 
 static uint64_t parse_size(const char *s, bool *ok)
@@ -104,8 +108,7 @@ static void print_one(const perf_cfg *c, const char *transport, const perf_res *
                "\"qps\":%u,\"depth\":%u,\"fpdu\":%u,\"busy_poll\":%s,\"cc\":\"%s\",\"secs\":%.3f,"
                "\"bytes\":%llu,\"bw_gbps\":%.4f,\"msg_rate\":%.1f",
                op_name(c->op), c->size, transport, c->crc ? "true" : "false",
-               c->markers ? "true" : "false", c->qps, c->depth, c->fpdu,
-               c->busy ? "true" : "false",
+               c->markers ? "true" : "false", c->qps, c->depth, c->fpdu, c->busy ? "true" : "false",
                c->cc ? c->cc : "", r->secs, (unsigned long long)r->bytes, gbps, rate);
         if (c->lat)
             printf(",\"lat_us\":{\"mean\":%.2f,\"p50\":%.2f,\"p99\":%.2f,\"p999\":%.2f}",
@@ -161,53 +164,116 @@ static int measure(const char *host, int port, perf_cfg *c, bool do_u, bool do_t
 
 int main(int argc, char **argv)
 {
-    perf_cfg c = {.op = OP_WRITE, .size = 65536, .depth = 16, .qps = 1, .duration = 2,
-                  .crc = true, .rev = 2, .timeout_ms = 10000};
+    perf_cfg c = {.op = OP_WRITE,
+                  .size = 65536,
+                  .depth = 16,
+                  .qps = 1,
+                  .duration = 2,
+                  .crc = true,
+                  .rev = 2,
+                  .timeout_ms = 10000};
     const char *listen_at = NULL, *sizes = NULL;
     bool json = false, vs_tcp = false, tcp_only = false, cpu = false;
     int repeat = 1;
     static const struct option lo[] = {
-        {"op", 1, 0, 'o'}, {"size", 1, 0, 's'}, {"sizes", 1, 0, 'S'}, {"duration", 1, 0, 'd'},
-        {"iters", 1, 0, 'n'}, {"qps", 1, 0, 'q'}, {"depth", 1, 0, 'D'}, {"lat", 0, 0, 'L'},
-        {"bw", 0, 0, 'B'}, {"markers", 0, 0, 'm'}, {"no-crc", 0, 0, 'C'}, {"rev", 1, 0, 'r'},
-        {"busy-poll", 0, 0, 'b'}, {"cpu", 0, 0, 'c'}, {"vs-tcp", 0, 0, 'v'},
-        {"tcp-only", 0, 0, 'T'}, {"repeat", 1, 0, 'R'}, {"cc", 1, 0, 'g'}, {"json", 0, 0, 'j'},
-        {"timeout", 1, 0, 't'}, {"fpdu", 1, 0, 'F'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"op", 1, 0, 'o'},        {"size", 1, 0, 's'},    {"sizes", 1, 0, 'S'},
+        {"duration", 1, 0, 'd'},  {"iters", 1, 0, 'n'},   {"qps", 1, 0, 'q'},
+        {"depth", 1, 0, 'D'},     {"lat", 0, 0, 'L'},     {"bw", 0, 0, 'B'},
+        {"markers", 0, 0, 'm'},   {"no-crc", 0, 0, 'C'},  {"rev", 1, 0, 'r'},
+        {"busy-poll", 0, 0, 'b'}, {"cpu", 0, 0, 'c'},     {"vs-tcp", 0, 0, 'v'},
+        {"tcp-only", 0, 0, 'T'},  {"repeat", 1, 0, 'R'},  {"cc", 1, 0, 'g'},
+        {"json", 0, 0, 'j'},      {"timeout", 1, 0, 't'}, {"fpdu", 1, 0, 'F'},
+        {"tcp-crc", 0, 0, 'K'},   {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
     int o;
     bool ok = true;
     while ((o = getopt_long(argc, argv, "l:h", lo, NULL)) != -1) {
         switch (o) {
-        case 'l': listen_at = optarg; break;
+        case 'l':
+            listen_at = optarg;
+            break;
         case 'o':
-            c.op = !strcmp(optarg, "write") ? OP_WRITE : !strcmp(optarg, "read") ? OP_READ
-                 : !strcmp(optarg, "send") ? OP_SEND : 0;
+            c.op = !strcmp(optarg, "write")  ? OP_WRITE
+                   : !strcmp(optarg, "read") ? OP_READ
+                   : !strcmp(optarg, "send") ? OP_SEND
+                                             : 0;
             ok &= c.op != 0;
             break;
-        case 's': c.size = (uint32_t)parse_size(optarg, &ok); break;
-        case 'S': sizes = optarg; break;
-        case 'd': c.duration = atof(optarg); ok &= c.duration > 0; break;
-        case 'n': c.iters = parse_size(optarg, &ok); break;
-        case 'q': c.qps = (unsigned)atoi(optarg); ok &= c.qps >= 1 && c.qps <= 4096; break;
-        case 'D': c.depth = (uint32_t)atoi(optarg); ok &= c.depth >= 1 && c.depth <= 1024; break;
-        case 'L': c.lat = true; break;
-        case 'B': c.lat = false; break;
-        case 'm': c.markers = true; break;
+        case 's':
+            c.size = (uint32_t)parse_size(optarg, &ok);
+            break;
+        case 'S':
+            sizes = optarg;
+            break;
+        case 'd':
+            c.duration = atof(optarg);
+            ok &= c.duration > 0;
+            break;
+        case 'n':
+            c.iters = parse_size(optarg, &ok);
+            break;
+        case 'q':
+            c.qps = (unsigned)atoi(optarg);
+            ok &= c.qps >= 1 && c.qps <= 4096;
+            break;
+        case 'D':
+            c.depth = (uint32_t)atoi(optarg);
+            ok &= c.depth >= 1 && c.depth <= 1024;
+            break;
+        case 'L':
+            c.lat = true;
+            break;
+        case 'B':
+            c.lat = false;
+            break;
+        case 'm':
+            c.markers = true;
+            break;
+        case 'K':
+            c.tcp_crc = true;
+            break;
         case 'F':
             c.fpdu = (uint32_t)parse_size(optarg, &ok);
             ok &= c.fpdu >= 128 && c.fpdu <= 65535;
             break;
-        case 'C': c.crc = false; break;
-        case 'r': c.rev = atoi(optarg); ok &= c.rev == 1 || c.rev == 2; break;
-        case 'b': c.busy = true; break;
-        case 'c': cpu = true; break;
-        case 'v': vs_tcp = true; break;
-        case 'T': tcp_only = true; break;
-        case 'R': repeat = atoi(optarg); ok &= repeat >= 1 && repeat <= 16; break;
-        case 'g': c.cc = optarg; break;
-        case 'j': json = true; break;
-        case 't': c.timeout_ms = atoi(optarg) * 1000; ok &= c.timeout_ms > 0; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 1;
+        case 'C':
+            c.crc = false;
+            break;
+        case 'r':
+            c.rev = atoi(optarg);
+            ok &= c.rev == 1 || c.rev == 2;
+            break;
+        case 'b':
+            c.busy = true;
+            break;
+        case 'c':
+            cpu = true;
+            break;
+        case 'v':
+            vs_tcp = true;
+            break;
+        case 'T':
+            tcp_only = true;
+            break;
+        case 'R':
+            repeat = atoi(optarg);
+            ok &= repeat >= 1 && repeat <= 16;
+            break;
+        case 'g':
+            c.cc = optarg;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 't':
+            c.timeout_ms = atoi(optarg) * 1000;
+            ok &= c.timeout_ms > 0;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 1;
         }
     }
     if (!ok || c.size > (64u << 20)) {
@@ -279,8 +345,8 @@ int main(int argc, char **argv)
         list[nsz++] = c.size;
     }
     if (!json)
-        printf("# uwarp-perf %s%s, qps %u, depth %u, %s, cc %s, repeat %d\n", c.lat ? "latency" : "throughput",
-               c.busy ? " busy-poll" : "", c.qps, c.depth,
+        printf("# uwarp-perf %s%s, qps %u, depth %u, %s, cc %s, repeat %d\n",
+               c.lat ? "latency" : "throughput", c.busy ? " busy-poll" : "", c.qps, c.depth,
                c.iters ? "fixed iterations" : "timed", c.cc ? c.cc : "default", repeat);
     if (!json)
         printf("%-6s %-5s %9s %-6s %9s %12s\n", "xport", "op", "size", "mode", "GB/s", "msg/s");
@@ -298,28 +364,30 @@ int main(int argc, char **argv)
         if (have_u)
             print_one(&c, "uwarp", &ru, json, cpu);
         if (have_t)
-            print_one(&c, "tcp", &rt, json, cpu);
+            print_one(&c, c.tcp_crc ? "tcp+crc" : "tcp", &rt, json, cpu);
         if (have_u && have_t) {
             double rb = ((double)ru.bytes / ru.secs) / ((double)rt.bytes / rt.secs);
             double rl = c.lat && rt.lat_p50 > 0 ? ru.lat_p50 / rt.lat_p50 : 0;
             double cpu_u = (ru.cpu_client_ns + ru.cpu_server_ns) / (double)ru.bytes;
             double cpu_t = (rt.cpu_client_ns + rt.cpu_server_ns) / (double)rt.bytes;
+            const char *base = c.tcp_crc ? "TCP+CRC" : "TCP";
             if (json) {
-                printf("{\"op\":\"%s\",\"size\":%u,\"transport\":\"ratio\",\"crc\":%s,"
+                printf("{\"op\":\"%s\",\"size\":%u,\"transport\":\"ratio\",\"baseline\":\"%s\","
+                       "\"crc\":%s,"
                        "\"markers\":%s,\"ratio_bw\":%.4f,\"ratio_lat_p50\":",
-                       op_name(c.op), c.size, c.crc ? "true" : "false",
-                       c.markers ? "true" : "false", rb);
+                       op_name(c.op), c.size, c.tcp_crc ? "tcp+crc" : "tcp",
+                       c.crc ? "true" : "false", c.markers ? "true" : "false", rb);
                 if (c.lat)
                     printf("%.4f", rl);
                 else
                     printf("null");
                 printf(",\"ratio_cpu_per_byte\":%.4f}\n", cpu_u / cpu_t);
             } else {
-                printf("ratio  %-5s %9u %-6s %9.3f x TCP throughput", op_name(c.op), c.size,
-                       c.markers ? "mk" : (c.crc ? "crc" : "nocrc"), rb);
+                printf("ratio  %-5s %9u %-6s %9.3f x %s throughput", op_name(c.op), c.size,
+                       c.markers ? "mk" : (c.crc ? "crc" : "nocrc"), rb, base);
                 if (c.lat)
-                    printf(", p50 latency %.3f x TCP", rl);
-                printf(", CPU/byte %.3f x TCP\n", cpu_u / cpu_t);
+                    printf(", p50 latency %.3f x %s", rl, base);
+                printf(", CPU/byte %.3f x %s\n", cpu_u / cpu_t, base);
             }
         }
         step++;

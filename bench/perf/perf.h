@@ -21,6 +21,7 @@ typedef struct perf_cfg {
     bool crc, markers;
     int rev;
     uint32_t fpdu;     /* uwarp: largest ULPDU sent (0: from the TCP MSS) */
+    bool tcp_crc;      /* TCP baseline: CRC32c over every payload octet on both sides */
     const char *cc;    /* congestion control, both transports */
     int timeout_ms;
 } perf_cfg;
