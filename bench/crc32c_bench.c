@@ -8,7 +8,7 @@
 
 #include "uwarp/crc32c.h"
 
-static const size_t SIZES[] = {64, 1024, 64 * 1024, 1024 * 1024};
+static const size_t SIZES[] = {64, 1024, 4096, 16 * 1024, 64 * 1024, 1024 * 1024};
 #define NSIZES (sizeof(SIZES) / sizeof(SIZES[0]))
 #define MAXSIZE (1024 * 1024)
 
@@ -20,8 +20,8 @@ static void usage(FILE *f)
     fputs("usage: uwarp-crc-bench [--json] [--seconds S] [--help]\n"
           "\n"
           "Measures CRC32c throughput of every implementation this build and CPU\n"
-          "support (auto is what uw_crc32c_update() does) at 64 B, 1 KiB, 64 KiB\n"
-          "and 1 MiB, on one cache-hot buffer, with independent calls (as MPA\n"
+          "support (auto is what uw_crc32c_update() does) at 64 B, 1, 4, 16 and\n"
+          "64 KiB and 1 MiB, on one cache-hot buffer, with independent calls (as MPA\n"
           "checks each FPDU on its own).\n"
           "\n"
           "  --json       one JSON object per line instead of the table:\n"
@@ -132,7 +132,7 @@ int main(int argc, char **argv)
 
     char label[32];
     if (!json) {
-        printf("CRC32c throughput, GB/s (best batch, %.3g s per cell)\n%-12s", seconds, "impl");
+        printf("CRC32c throughput, GB/s (best batch, %.3g s per cell)\n%-14s", seconds, "impl");
         for (size_t s = 0; s < NSIZES; s++) {
             size_label(label, sizeof(label), SIZES[s]);
             printf(" %9s", label);
@@ -144,7 +144,7 @@ int main(int argc, char **argv)
         if (!uw_crc32c_impl_available(impl))
             continue;
         if (!json)
-            printf("%-12s", uw_crc32c_impl_name(impl));
+            printf("%-14s", uw_crc32c_impl_name(impl));
         for (size_t s = 0; s < NSIZES; s++) {
             double ns = measure(impl, buf, SIZES[s], seconds);
             double gbps = (double)SIZES[s] / ns;

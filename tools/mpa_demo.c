@@ -422,7 +422,7 @@ static void print_bench(cli_out *o, const bench_row *rows, size_t nrows)
 {
     char line[200];
     out_str(o, "CRC32c speed on this machine (GB/s, one core, about 2 s in all)\n");
-    snprintf(line, sizeof(line), "  %-12s", "impl");
+    snprintf(line, sizeof(line), "  %-14s", "impl");
     out_str(o, line);
     for (size_t s = 0; s < N_SIZES; s++) {
         snprintf(line, sizeof(line), "%10s", size_name(BENCH_SIZES[s]));
@@ -430,7 +430,7 @@ static void print_bench(cli_out *o, const bench_row *rows, size_t nrows)
     }
     out_str(o, "   check value\n");
     for (size_t r = 0; r < nrows; r++) {
-        snprintf(line, sizeof(line), "  %-12s", uw_crc32c_impl_name(rows[r].impl));
+        snprintf(line, sizeof(line), "  %-14s", uw_crc32c_impl_name(rows[r].impl));
         out_str(o, line);
         for (size_t s = 0; s < N_SIZES; s++) {
             snprintf(line, sizeof(line), "%10.2f", rows[r].gbps[s]);

@@ -6,7 +6,8 @@
  * 0xE3069283. MPA transmits the final value least-significant octet first.
  *
  * uw_crc32c_update() picks the fastest implementation available on this CPU
- * for the given length at run time (ISA-L for long buffers, the SSE4.2 crc32
+ * for the given length at run time (from 1 KiB carry-less folding and crc32
+ * instructions side by side, ISA-L for medium buffers, the SSE4.2 crc32
  * instruction for short ones, a portable table otherwise). The per-impl entry
  * points exist for benchmarks and cross-checking tests.
  *
@@ -43,11 +44,13 @@ uint32_t uw_crc32c_update_iov(uint32_t state, const struct iovec *iov, size_t io
 uint32_t uw_crc32c(const void *buf, size_t len);
 
 typedef enum uw_crc32c_impl {
-    UW_CRC32C_AUTO = 0,   /* what uw_crc32c_update() does */
-    UW_CRC32C_TABLE,      /* portable slicing-by-8 */
-    UW_CRC32C_SSE42,      /* one crc32 instruction stream, 8 octets a step */
-    UW_CRC32C_SSE42_3WAY, /* three interleaved crc32 streams joined with pclmul-free shifts */
-    UW_CRC32C_ISAL,       /* Intel ISA-L crc32_iscsi */
+    UW_CRC32C_AUTO = 0,      /* what uw_crc32c_update() does */
+    UW_CRC32C_TABLE,         /* portable slicing-by-8 */
+    UW_CRC32C_SSE42,         /* one crc32 instruction stream, 8 octets a step */
+    UW_CRC32C_SSE42_3WAY,    /* three interleaved crc32 streams joined with pclmul-free shifts */
+    UW_CRC32C_ISAL,          /* Intel ISA-L crc32_iscsi */
+    UW_CRC32C_HYBRID,        /* pclmulqdq folding beside three crc32 streams, one loop */
+    UW_CRC32C_HYBRID_AVX512, /* the same, merging XORs with 128-bit AVX-512 vpternlogq */
     UW_CRC32C_IMPL_COUNT
 } uw_crc32c_impl;
 

@@ -1,4 +1,5 @@
-/* CRC32c (Castagnoli): portable slicing-by-8, SSE4.2 crc32 loops, Intel ISA-L.
+/* CRC32c (Castagnoli): portable slicing-by-8, SSE4.2 crc32 loops, Intel ISA-L,
+ * and the choice among them and the PCLMULQDQ hybrid of crc32c_x86.c.
  *
  * Everything here is pure: the tables are const data built by the compiler,
  * and the implementation choice is re-made on every call (a cpu-model load and
@@ -8,23 +9,42 @@
 
 #include <string.h>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define UW_CRC_X86 1
+#include "util/crc32c_impl.h"
+
+#ifdef UW_CRC_X86
 #include <nmmintrin.h>
 #endif
 #ifdef UW_HAVE_ISAL
 #include <isa-l/crc.h>
 #endif
 
-/* Where auto uses ISA-L, measured on the Cascade Lake class Xeon this was
- * tuned on (ISA-L 2.30; without VPCLMULQDQ it peaks at ~23 GB/s, the same
- * ceiling as three crc32 streams). ISA-L costs a flat ~8.5 ns up to ~150
- * octets, which one crc32 chain (3 cycles per 8 octets) only beats below ~80.
- * From 64 KiB the three-way loop is as fast on cached data and faster from
- * DRAM (about 10 against 7-9 GB/s), and ISA-L halves once a hot buffer outgrows
- * L2 (11 against 23 GB/s at 1 MiB). */
+/* What auto picks, as measured on the Cascade Lake class Xeon this was tuned
+ * on (2 vCPUs, 2.5 GHz nominal and about 3.1 GHz by crc32 latency; AVX-512
+ * and PCLMULQDQ but no VPCLMULQDQ; ISA-L 2.30; gcc 12 -O3; cache-hot
+ * buffers; best of many short batches, as another job shared the machine):
+ *   - Below 128 octets one crc32 chain. ISA-L costs a flat ~8.5 ns up to ~150
+ *     octets, which one chain (3 cycles per 8 octets) beats below ~80.
+ *   - From 1 KiB the hybrid (crc32c_x86.c), with vpternlogq where AVX-512 is
+ *     there: 29 against ISA-L's 23 GB/s at 1.5 and 2 KiB, 35 against 24 at
+ *     4 KiB, 42-43 against 23-24 from 16 KiB to 512 KiB, 40 at 1 MiB (the
+ *     three-way loop 23.5). Without AVX-512 it does 32 at 4 KiB and 37-40
+ *     above. From 640 octets to 1 KiB the two are level within the noise
+ *     (22 GB/s at 1 KiB through auto; the hybrid called directly does 23).
+ *   - In between ISA-L. Without ISA-L, the three-way loop from 192 and the
+ *     hybrid from HYBRID_MIN (320) octets.
+ * From DRAM (512 MiB taken in 4 KiB, 64 KiB and 1 MiB pieces) all are bound
+ * by memory: the hybrid 7-8, 10.5-11 and 11 GB/s, the three-way loop 7.5-8.5,
+ * 10.5 and 10, ISA-L 5-6, 7-8 and 7.
+ * Three crc32 streams and ISA-L share a ~23 GB/s ceiling here (one crc32 a
+ * cycle; ISA-L's 128-bit folding does no better), and ISA-L halves once a hot
+ * buffer outgrows L2 (11 against 23 GB/s at 1 MiB), so from AUTO_ISAL_MAX the
+ * three-way loop takes over from ISA-L. Those two rules remain where auto
+ * leaves the hybrid out: without PCLMULQDQ, and on CPUs with VPCLMULQDQ when
+ * ISA-L is built in, as ISA-L then folds 512 bits at a time and may well be
+ * faster. That case is not measured: no such CPU was at hand. */
 #define AUTO_ISAL_MIN 128
 #define AUTO_ISAL_MAX (64 * 1024)
+#define AUTO_HYBRID_MIN_ISAL 1024
 
 /* The slicing tables are linear in the octet: T_t[n] is the XOR of the images
  * of n's set bits, and the image of bit i is x^(39 - i + 8t) mod P (reflected).
@@ -209,6 +229,29 @@ static int have_sse42(void)
 {
     return __builtin_cpu_supports("sse4.2") != 0;
 }
+
+/* What the hybrid can use here: -1 nothing, 0 SSE4.2 and PCLMULQDQ, 1 also
+ * AVX-512F and VL, i.e. the avx512 argument of uw__crc32c_hybrid. Inline, as
+ * a call to find out measured 3 ns at 1 KiB. */
+static inline int hybrid_level(void)
+{
+    if (!__builtin_cpu_supports("sse4.2") || !__builtin_cpu_supports("pclmul"))
+        return -1;
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+}
+
+/* Below this the hybrid's length-dependent constants cost more than the
+ * second port gains; from here it beats the three-way loop (15 against
+ * 12 GB/s at 320 octets). */
+#define HYBRID_MIN 320
+_Static_assert(HYBRID_MIN >= UW__CRC32C_HYBRID_MIN, "uw__crc32c_hybrid needs longer buffers");
+
+static uint32_t crc_hybrid(uint32_t crc, const unsigned char *p, size_t len, int avx512)
+{
+    if (len < HYBRID_MIN)
+        return len < 3 * 64 ? crc_sse42(crc, p, len) : crc_3way(crc, p, len);
+    return uw__crc32c_hybrid(crc, p, len, avx512);
+}
 #else
 static int have_sse42(void)
 {
@@ -237,6 +280,13 @@ static uint32_t crc_isal(uint32_t crc, const unsigned char *p, size_t len)
 uint32_t uw_crc32c_update(uint32_t state, const void *buf, size_t len)
 {
     const unsigned char *p = buf;
+#ifdef UW_CRC_X86
+    if (len >= (HAVE_ISAL ? AUTO_HYBRID_MIN_ISAL : HYBRID_MIN)) {
+        int level = hybrid_level();
+        if (level >= 0 && !(HAVE_ISAL && __builtin_cpu_supports("vpclmulqdq")))
+            return uw__crc32c_hybrid(state, p, len, level);
+    }
+#endif
     int sse42 = have_sse42();
 #ifdef UW_HAVE_ISAL
     if (len >= AUTO_ISAL_MIN && (len < AUTO_ISAL_MAX || !sse42))
@@ -275,6 +325,12 @@ int uw_crc32c_impl_available(uw_crc32c_impl impl)
     case UW_CRC32C_ISAL:
         /* ISA-L dispatches internally and has a generic fallback. */
         return HAVE_ISAL;
+#ifdef UW_CRC_X86
+    case UW_CRC32C_HYBRID:
+        return hybrid_level() >= 0;
+    case UW_CRC32C_HYBRID_AVX512:
+        return hybrid_level() > 0;
+#endif
     default:
         return 0;
     }
@@ -283,9 +339,13 @@ int uw_crc32c_impl_available(uw_crc32c_impl impl)
 const char *uw_crc32c_impl_name(uw_crc32c_impl impl)
 {
     static const char *const names[UW_CRC32C_IMPL_COUNT] = {
-        [UW_CRC32C_AUTO] = "auto",   [UW_CRC32C_TABLE] = "table",
-        [UW_CRC32C_SSE42] = "sse42", [UW_CRC32C_SSE42_3WAY] = "sse42-3way",
+        [UW_CRC32C_AUTO] = "auto",
+        [UW_CRC32C_TABLE] = "table",
+        [UW_CRC32C_SSE42] = "sse42",
+        [UW_CRC32C_SSE42_3WAY] = "sse42-3way",
         [UW_CRC32C_ISAL] = "isal",
+        [UW_CRC32C_HYBRID] = "hybrid",
+        [UW_CRC32C_HYBRID_AVX512] = "hybrid-avx512",
     };
     if ((unsigned)impl >= UW_CRC32C_IMPL_COUNT)
         return "unknown";
@@ -307,6 +367,10 @@ uint32_t uw_crc32c_update_impl(uw_crc32c_impl impl, uint32_t state, const void *
         return crc_sse42(state, p, len);
     case UW_CRC32C_SSE42_3WAY:
         return crc_3way(state, p, len);
+    case UW_CRC32C_HYBRID:
+        return crc_hybrid(state, p, len, 0);
+    case UW_CRC32C_HYBRID_AVX512:
+        return crc_hybrid(state, p, len, 1);
 #endif
 #ifdef UW_HAVE_ISAL
     case UW_CRC32C_ISAL:

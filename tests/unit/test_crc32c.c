@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "testutil.h"
+#include "util/crc32c_impl.h"
 #include "uwarp/crc32c.h"
 
 #define POLY 0x82F63B78u /* reflected Castagnoli polynomial */
@@ -39,16 +40,22 @@ static uint32_t gf_mul(uint32_t a, uint32_t b)
     return p;
 }
 
-/* x^(8n) mod P: what n zero octets do to the register. */
-static uint32_t x_pow_8n(uint64_t n)
+/* x^e mod P. */
+static uint32_t x_pow(uint64_t e)
 {
-    uint32_t r = 1u << 31, base = 1u << 23; /* x^0, x^8 */
-    for (; n; n >>= 1) {
-        if (n & 1)
+    uint32_t r = 1u << 31, base = 1u << 30; /* x^0, x^1 */
+    for (; e; e >>= 1) {
+        if (e & 1)
             r = gf_mul(r, base);
         base = gf_mul(base, base);
     }
     return r;
+}
+
+/* x^(8n) mod P: what n zero octets do to the register (n < 2^61). */
+static uint32_t x_pow_8n(uint64_t n)
+{
+    return x_pow(8 * n);
 }
 
 static void check(uint32_t got, uint32_t want, const char *what, int impl, size_t len, size_t off)
@@ -101,7 +108,8 @@ static void test_vectors(void **state)
 static void test_names(void **state)
 {
     (void)state;
-    const char *want[] = {"auto", "table", "sse42", "sse42-3way", "isal"};
+    const char *want[] = {"auto", "table",  "sse42",        "sse42-3way",
+                          "isal", "hybrid", "hybrid-avx512"};
     assert_int_equal(sizeof(want) / sizeof(want[0]), UW_CRC32C_IMPL_COUNT);
     for (int i = 0; i < UW_CRC32C_IMPL_COUNT; i++)
         assert_string_equal(uw_crc32c_impl_name((uw_crc32c_impl)i), want[i]);
@@ -114,6 +122,12 @@ static void test_names(void **state)
     if (__builtin_cpu_supports("sse4.2")) {
         assert_true(uw_crc32c_impl_available(UW_CRC32C_SSE42));
         assert_true(uw_crc32c_impl_available(UW_CRC32C_SSE42_3WAY));
+        if (__builtin_cpu_supports("pclmul")) {
+            assert_true(uw_crc32c_impl_available(UW_CRC32C_HYBRID));
+            assert_int_equal(uw_crc32c_impl_available(UW_CRC32C_HYBRID_AVX512),
+                             __builtin_cpu_supports("avx512f") &&
+                                 __builtin_cpu_supports("avx512vl"));
+        }
     }
 #endif
     for (int i = 0; i < UW_CRC32C_IMPL_COUNT; i++)
@@ -236,6 +250,106 @@ static void test_incremental(void **state)
     free(buf);
 }
 
+/* Every constant src/util/crc32c_x86.c hard-codes, recomputed bit by bit. */
+static void test_hybrid_constants(void **state)
+{
+    (void)state;
+    /* x_pow itself, against the shift register: x^8 per zero octet. */
+    uint8_t z[7] = {0};
+    assert_int_equal(ref_update(0x80000000u, z, sizeof(z)), gf_mul(0x80000000u, x_pow(56)));
+    for (int i = 0; i < 4; i++) {
+        uint64_t d = 128 * (uint64_t)(i + 1); /* fold distance in bits */
+        assert_int_equal(uw__crc32c_fold_k[2 * i], x_pow(d + 31));
+        assert_int_equal(uw__crc32c_fold_k[2 * i + 1], x_pow(d - 33));
+    }
+    /* Entry i is x^(2^(i+3) - 33); negative for i < 3, so check entry * x^33
+     * against x^(2^(i+3)), built by squaring (i + 3) times. */
+    uint32_t x2k = 1u << 30; /* x^1 */
+    for (int i = 0; i < 3; i++)
+        x2k = gf_mul(x2k, x2k);
+    for (int i = 0; i < UW__CRC32C_XPOW_BITS; i++) {
+        if (gf_mul(uw__crc32c_xpow_k[i], x_pow(33)) != x2k)
+            fail_msg("xpow entry %d: 0x%08x * x^33 is not x^(2^%d)", i, uw__crc32c_xpow_k[i],
+                     i + 3);
+        if (i >= 3)
+            assert_int_equal(uw__crc32c_xpow_k[i], x_pow(((uint64_t)8 << i) - 33));
+        x2k = gf_mul(x2k, x2k);
+    }
+}
+
+/* Every length to 2048 at every misalignment 0..15: the hybrid's regions
+ * (head, three crc32 streams, the folded part) move with both, as do its
+ * hand-over to the three-way loop below 320 octets and auto's from ISA-L at
+ * 1 KiB. The reference grows a prefix at a time, so it costs one bitwise
+ * pass per misalignment. */
+static void test_every_length_and_alignment(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed(0xA119));
+    enum { MAXLEN = 2048, ALIGN = 16 };
+    uint8_t *mem = aligned_alloc(64, MAXLEN + 64); /* a multiple of 64, as C11 asks */
+    uint32_t *want = malloc((MAXLEN + 1) * sizeof(*want));
+    assert_non_null(mem);
+    assert_non_null(want);
+    for (size_t off = 0; off < ALIGN; off++) {
+        uint8_t *p = mem + off;
+        tu_rng_fill(&r, p, MAXLEN);
+        uint32_t st = (uint32_t)tu_rng_next(&r);
+        want[0] = st;
+        for (size_t len = 0; len < MAXLEN; len++)
+            want[len + 1] = ref_update(want[len], p + len, 1);
+        for (size_t len = 0; len <= MAXLEN; len++) {
+            FOR_EACH_IMPL(i)
+            {
+                check(uw_crc32c_update_impl((uw_crc32c_impl)i, st, p, len), want[len], "length", i,
+                      len, off);
+            }
+        }
+    }
+    free(want);
+    free(mem);
+}
+
+/* Large lengths at every misalignment (from 32 KiB the hybrid splits off a
+ * tail to align its folded part to the buffer's end), every implementation
+ * in one piece and uw_crc32c_update() over random split points. */
+static void test_large_every_alignment(void **state)
+{
+    (void)state;
+    tu_rng r;
+    tu_rng_init(&r, tu_seed(0xB16A1));
+    const size_t lens[] = {4095, 4096, 16383, 16384, 16385, 32767, 32768, 65536, (1u << 20) + 7};
+    enum { MAXLEN = (1 << 20) + 7, ALIGN = 16 };
+    uint8_t *mem = aligned_alloc(64, (MAXLEN + 63) / 64 * 64 + 64);
+    assert_non_null(mem);
+    for (size_t k = 0; k < sizeof(lens) / sizeof(lens[0]); k++) {
+        size_t len = lens[k];
+        for (size_t off = 0; off < ALIGN; off++) {
+            uint8_t *p = mem + off;
+            tu_rng_fill(&r, p, len);
+            uint32_t st = (uint32_t)tu_rng_next(&r);
+            uint32_t want = ref_update(st, p, len);
+            FOR_EACH_IMPL(i)
+            {
+                check(uw_crc32c_update_impl((uw_crc32c_impl)i, st, p, len), want, "large", i, len,
+                      off);
+            }
+            /* Pieces from a few octets to most of the buffer, so auto's
+             * choice changes from piece to piece. */
+            uint32_t s = st;
+            for (size_t pos = 0, n; pos < len; pos += n) {
+                uint64_t scale = (uint64_t)1 << tu_rng_below(&r, 18);
+                n = 1 + (size_t)tu_rng_below(&r, scale);
+                n = n > len - pos ? len - pos : n;
+                s = uw_crc32c_update(s, p + pos, n);
+            }
+            check(s, want, "large split", 0, len, off);
+        }
+    }
+    free(mem);
+}
+
 static void test_iov(void **state)
 {
     (void)state;
@@ -304,7 +418,8 @@ static void test_isal_chaining_and_huge(void **state)
         return;
     }
     uint32_t st = 0x2468ACE1u, zwant = gf_mul(st, x_pow_8n(huge));
-    const int big[] = {UW_CRC32C_AUTO, UW_CRC32C_ISAL, UW_CRC32C_SSE42_3WAY};
+    const int big[] = {UW_CRC32C_AUTO, UW_CRC32C_ISAL, UW_CRC32C_SSE42_3WAY, UW_CRC32C_HYBRID,
+                       UW_CRC32C_HYBRID_AVX512};
     for (size_t k = 0; k < sizeof(big) / sizeof(big[0]); k++) {
         if (uw_crc32c_impl_available((uw_crc32c_impl)big[k]))
             check(uw_crc32c_update_impl((uw_crc32c_impl)big[k], st, m, huge), zwant, "huge zeros",
@@ -322,6 +437,9 @@ int main(void)
         cmocka_unit_test(test_all_impls_small),
         cmocka_unit_test(test_all_impls_large),
         cmocka_unit_test(test_incremental),
+        cmocka_unit_test(test_hybrid_constants),
+        cmocka_unit_test(test_every_length_and_alignment),
+        cmocka_unit_test(test_large_every_alignment),
         cmocka_unit_test(test_iov),
         cmocka_unit_test(test_isal_chaining_and_huge),
     };
