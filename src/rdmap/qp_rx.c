@@ -638,7 +638,7 @@ static int plan_direct(uw_qp *qp, struct iovec *iov, int cap)
 
 static bool can_direct(const struct uw__rx *rx)
 {
-    return rx->st_head == rx->st_tail && rx->in_fpdu && rx->have_run &&
+    return rx->st_head == rx->st_tail && rx->in_fpdu && rx->n >= UW__RX_BIG && rx->have_run &&
            rx->run.field == UW__F_PAYLOAD && rx->hdr_done &&
            (rx->dest == UW__D_MEM || rx->dest == UW__D_RECV);
 }

@@ -25,8 +25,10 @@
 #define UW__MAX_PENDING 64u /* startup exchanges per listener before accepting pauses */
 /* Receive: FPDUs of at least UW__RX_BIG octets are read header first and
  * payload straight to its place; UW__RX_LOOKAHEAD covers a tagged header and
- * the trailer before it. */
-#define UW__RX_BIG 2048u
+ * the trailer before it. Smaller ones are read several per call into the
+ * stage and copied out: below about half the stage a copy in cache costs
+ * less than the system call per FPDU a direct read needs. */
+#define UW__RX_BIG 8192u
 #define UW__RX_LOOKAHEAD 32u
 #define UW__RX_PLAN 272     /* iovecs of one direct read: a 64 KiB payload with markers */
 #define UW__RX_MSLOTS 132   /* markers one direct read can carry */
