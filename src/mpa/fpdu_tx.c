@@ -79,6 +79,37 @@ ssize_t uw_mpa_fpdu_build(uw_mpa_fpdu *f, struct iovec *iov, size_t iov_cap,
     put_be16(f->len_, (uint32_t)n);
     uint8_t *crc_field = f->trailer_ + pad;
 
+    if (!markers) {
+        /* No marker can split anything: length, payload pieces, trailer. */
+        size_t cnt = 0;
+        uint32_t crc = uw_crc32c_init();
+        bool want = flags & UW_MPA_CRC;
+        if (want)
+            crc = uw_crc32c_update(crc, f->len_, 2);
+        int rc = emit(iov, iov_cap, &cnt, f->len_, 2);
+        for (size_t i = 0; rc == 0 && i < ulpdu_iovcnt; i++) {
+            if (want)
+                crc = uw_crc32c_update(crc, ulpdu[i].iov_base, ulpdu[i].iov_len);
+            rc = emit(iov, iov_cap, &cnt, ulpdu[i].iov_base, ulpdu[i].iov_len);
+        }
+        if (rc == 0)
+            rc = emit(iov, iov_cap, &cnt, f->trailer_, pad + 4);
+        if (rc)
+            return rc;
+        f->crc = 0;
+        if (want) {
+            crc = uw_crc32c_update(crc, f->trailer_, pad);
+            f->crc = uw_crc32c_final(crc);
+            crc_field[0] = (uint8_t)f->crc;
+            crc_field[1] = (uint8_t)(f->crc >> 8);
+            crc_field[2] = (uint8_t)(f->crc >> 16);
+            crc_field[3] = (uint8_t)(f->crc >> 24);
+        }
+        f->wire_len = 2 + n + pad + 4;
+        f->next_pos = pos + (uint32_t)f->wire_len;
+        return (ssize_t)cnt;
+    }
+
     uw__walk w;
     uw__run r;
     uw__walk_init(&w, pos, (uint32_t)n, markers);
