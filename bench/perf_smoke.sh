@@ -28,6 +28,9 @@ run --op send --size 1K --vs-tcp
 run --op send --size 64 --lat --vs-tcp
 run --op write --size 64K --markers
 run --op write --size 64K --no-crc --qps 4 --depth 4
+# Many large marked Writes: each transmit pass is short (few copy slots);
+# queued requests must still go out once a pass runs out of rounds.
+run --op write --size 1M --markers --depth 32
 run --op write --size 64K --fpdu 1448 --markers
 grep -q '"fpdu":1448' "$tmp/out.json" || { echo "FAIL: --fpdu not reported"; exit 1; }
 run --op write --size 16K --vs-tcp --tcp-crc

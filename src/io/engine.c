@@ -185,6 +185,11 @@ static int do_tx(uw_qp *qp)
             return 0;
         }
     }
+    /* Out of rounds with the socket still taking data: build what is queued
+     * so that txf_count says so, or nothing would ask for EPOLLOUT and a
+     * single-connection wait would sleep in recvmsg with requests unsent
+     * (seen with markers, whose few slots make each round short). */
+    uw__qp_tx_pending(qp);
     /* Graceful close once everything queued has gone out. */
     if (qp->disconnect_req && !qp->fin_sent && !qp->txf_count && !qp->dead) {
         uw__qp_tx_pending(qp);
