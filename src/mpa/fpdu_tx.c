@@ -60,6 +60,50 @@ static int emit(struct iovec *iov, size_t cap, size_t *cnt, const uint8_t *base,
     return 0;
 }
 
+/* No marker can split anything: length, payload pieces, trailer. The length
+ * field (len2) and the trailer (trailer7: pad and CRC) live in the caller's
+ * storage, which iov[] points into; adjacent, they merge into one iovec. */
+ssize_t uw__fpdu_build_plain(uint8_t *len2, uint8_t *trailer7, struct iovec *iov, size_t iov_cap,
+                             const struct iovec *ulpdu, size_t ulpdu_iovcnt, unsigned flags,
+                             uint32_t *crc_out, size_t *wire_len)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < ulpdu_iovcnt; i++)
+        n += ulpdu[i].iov_len;
+    if (n > UINT16_MAX)
+        return UW_EMSGSIZE;
+    uint32_t pad = uw__mpa_pad((uint32_t)n);
+    memset(trailer7, 0, 7); /* pad MUST be zero (RFC 5044 4.1) */
+    put_be16(len2, (uint32_t)n);
+    size_t cnt = 0;
+    uint32_t crc = uw_crc32c_init();
+    bool want = flags & UW_MPA_CRC;
+    if (want)
+        crc = uw_crc32c_update(crc, len2, 2);
+    int rc = emit(iov, iov_cap, &cnt, len2, 2);
+    for (size_t i = 0; rc == 0 && i < ulpdu_iovcnt; i++) {
+        if (want)
+            crc = uw_crc32c_update(crc, ulpdu[i].iov_base, ulpdu[i].iov_len);
+        rc = emit(iov, iov_cap, &cnt, ulpdu[i].iov_base, ulpdu[i].iov_len);
+    }
+    if (rc == 0)
+        rc = emit(iov, iov_cap, &cnt, trailer7, pad + 4);
+    if (rc)
+        return rc;
+    *crc_out = 0;
+    if (want) {
+        /* Sent least-significant octet first, as iSCSI digests are. */
+        uint32_t v = uw_crc32c_final(uw_crc32c_update(crc, trailer7, pad));
+        trailer7[pad] = (uint8_t)v;
+        trailer7[pad + 1] = (uint8_t)(v >> 8);
+        trailer7[pad + 2] = (uint8_t)(v >> 16);
+        trailer7[pad + 3] = (uint8_t)(v >> 24);
+        *crc_out = v;
+    }
+    *wire_len = 2 + n + pad + 4;
+    return (ssize_t)cnt;
+}
+
 ssize_t uw_mpa_fpdu_build(uw_mpa_fpdu *f, struct iovec *iov, size_t iov_cap,
                           const struct iovec *ulpdu, size_t ulpdu_iovcnt, uint32_t pos,
                           unsigned flags)
@@ -80,34 +124,14 @@ ssize_t uw_mpa_fpdu_build(uw_mpa_fpdu *f, struct iovec *iov, size_t iov_cap,
     uint8_t *crc_field = f->trailer_ + pad;
 
     if (!markers) {
-        /* No marker can split anything: length, payload pieces, trailer. */
-        size_t cnt = 0;
-        uint32_t crc = uw_crc32c_init();
-        bool want = flags & UW_MPA_CRC;
-        if (want)
-            crc = uw_crc32c_update(crc, f->len_, 2);
-        int rc = emit(iov, iov_cap, &cnt, f->len_, 2);
-        for (size_t i = 0; rc == 0 && i < ulpdu_iovcnt; i++) {
-            if (want)
-                crc = uw_crc32c_update(crc, ulpdu[i].iov_base, ulpdu[i].iov_len);
-            rc = emit(iov, iov_cap, &cnt, ulpdu[i].iov_base, ulpdu[i].iov_len);
+        size_t wire;
+        ssize_t k = uw__fpdu_build_plain(f->len_, f->trailer_, iov, iov_cap, ulpdu, ulpdu_iovcnt,
+                                         flags, &f->crc, &wire);
+        if (k >= 0) {
+            f->wire_len = wire;
+            f->next_pos = pos + (uint32_t)wire;
         }
-        if (rc == 0)
-            rc = emit(iov, iov_cap, &cnt, f->trailer_, pad + 4);
-        if (rc)
-            return rc;
-        f->crc = 0;
-        if (want) {
-            crc = uw_crc32c_update(crc, f->trailer_, pad);
-            f->crc = uw_crc32c_final(crc);
-            crc_field[0] = (uint8_t)f->crc;
-            crc_field[1] = (uint8_t)(f->crc >> 8);
-            crc_field[2] = (uint8_t)(f->crc >> 16);
-            crc_field[3] = (uint8_t)(f->crc >> 24);
-        }
-        f->wire_len = 2 + n + pad + 4;
-        f->next_pos = pos + (uint32_t)f->wire_len;
-        return (ssize_t)cnt;
+        return k;
     }
 
     uw__walk w;

@@ -124,6 +124,13 @@ static inline uint32_t uw__fpdu_wire_len(uint32_t pos, uint32_t n, bool markers)
     return w.wire;
 }
 
+/* Framing without markers into caller storage (fpdu_tx.c): len2 holds the
+ * ULPDU_Length field, trailer7 the pad and CRC; iov[] points into both.
+ * Returns the iovec count or an error; *crc_out and *wire_len are results. */
+ssize_t uw__fpdu_build_plain(uint8_t *len2, uint8_t *trailer7, struct iovec *iov, size_t iov_cap,
+                             const struct iovec *ulpdu, size_t ulpdu_iovcnt, unsigned flags,
+                             uint32_t *crc_out, size_t *wire_len);
+
 /* Most markers one FPDU can hold: a 65535-octet ULPDU spans at most
  * ceil(65544 / 508) + 1 = 131 marker intervals. */
 #define UW__MAX_MARKERS UW_MPA_FPDU_MAX_MARKERS

@@ -5,6 +5,7 @@
  * octet, because the frames stay built until every octet has been taken. */
 #include <string.h>
 
+#include "mpa/fpdu_walk.h"
 #include "verbs/internal.h"
 
 static struct uw__txf *frame_new(uw_qp *qp)
@@ -28,12 +29,15 @@ static void frame_commit(uw_qp *qp, struct uw__txf *f, size_t hlen, const struct
     if (npay)
         memcpy(ul + 1, pay, npay * sizeof(*pay));
     ssize_t k;
+    size_t wire = 0;
     if (qp->txs) {
         /* Markers: one copy into a slot costs less than ~260 iovecs per
          * 64 KiB FPDU, and the CRC then runs over cached contiguous octets. */
         uint8_t *slot = qp->txs + (size_t)qp->txs_head * qp->txs_size;
-        k = uw_mpa_fpdu_copy(&f->fp, slot, qp->txs_size, ul, npay + 1, qp->tx_pos, qp->flags_tx);
+        uw_mpa_fpdu res;
+        k = uw_mpa_fpdu_copy(&res, slot, qp->txs_size, ul, npay + 1, qp->tx_pos, qp->flags_tx);
         if (k > 0) {
+            wire = (size_t)k;
             f->iov[0].iov_base = slot;
             f->iov[0].iov_len = (size_t)k;
             k = 1;
@@ -42,13 +46,14 @@ static void frame_commit(uw_qp *qp, struct uw__txf *f, size_t hlen, const struct
             qp->txs_used++;
         }
     } else {
-        k = uw_mpa_fpdu_build(&f->fp, f->iov, qp->txf_iov, ul, npay + 1, qp->tx_pos,
-                              qp->flags_tx);
+        uint32_t crc;
+        k = uw__fpdu_build_plain(f->lt, f->lt + 2, f->iov, qp->txf_iov, ul, npay + 1,
+                                 qp->flags_tx, &crc, &wire);
     }
     /* Sizes are bounded by construction (MULPDU, UW_MAX_SGE, txf_iov). */
     f->iovcnt = k > 0 ? (uint16_t)k : 0;
-    f->wire_len = (uint32_t)f->fp.wire_len;
-    qp->tx_pos = f->fp.next_pos;
+    f->wire_len = (uint32_t)wire;
+    qp->tx_pos += (uint32_t)wire;
     qp->txf_count++;
 }
 

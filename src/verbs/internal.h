@@ -34,8 +34,9 @@
 #define UW__RX_MSLOTS 132   /* markers one direct read can carry */
 /* iovecs one FPDU needs: header, scatter list, trailer; each marker can split
  * a run in two and adds itself. */
+/* iovecs per frame: length, headers, scatter list, trailer (a frame with
+ * markers is one copied slot). */
 #define UW__TXF_IOV_PLAIN (UW_MAX_SGE + 8u)
-#define UW__TXF_IOV_MARKERS (2u * UW__MAX_MARKERS + UW_MAX_SGE + 8u)
 
 struct uw__evnode {
     struct uw__evnode *next;
@@ -118,9 +119,9 @@ struct uw__irq_ent {
 
 /* One FPDU built for transmission. */
 struct uw__txf {
-    uw_mpa_fpdu fp;
+    uint8_t lt[2 + 7]; /* ULPDU_Length, then pad and CRC (no markers) */
     uint8_t hdr[UW__DDP_UNTAGGED_HLEN + UW__TERM_MAX_LEN];
-    struct iovec *iov; /* UW__TXF_IOV_* entries in qp->txiov */
+    struct iovec *iov; /* UW__TXF_IOV_PLAIN entries in qp->txiov */
     uint16_t iovcnt;
     bool slot;         /* its octets are in a transmit slot (qp->txs) */
     uint32_t wire_len;

@@ -338,8 +338,7 @@ void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t 
                   uint32_t tx_pos, uint32_t rx_pos)
 {
     uw_ctx *c = qp->ctx;
-    /* Frames with markers need more iovecs; sized once per connection. */
-    qp->txf_iov = mpa->markers_tx ? UW__TXF_IOV_MARKERS : UW__TXF_IOV_PLAIN;
+    qp->txf_iov = UW__TXF_IOV_PLAIN;
     c->alloc.free(c->alloc.ud, qp->txiov);
     qp->txiov = c->alloc.alloc(c->alloc.ud, (size_t)UW__TX_FRAMES * qp->txf_iov * sizeof(struct iovec));
     c->alloc.free(c->alloc.ud, qp->txs);
