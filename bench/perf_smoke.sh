@@ -33,6 +33,9 @@ run --op write --size 64K --no-crc --qps 4 --depth 4
 run --op write --size 1M --markers --depth 32
 run --op write --size 64K --fpdu 1448 --markers
 grep -q '"fpdu":1448' "$tmp/out.json" || { echo "FAIL: --fpdu not reported"; exit 1; }
+timeout 60 "$PERF" 127.0.0.1 $PORT --json --iters 100 --repeat 2 --op send --size 64 --lat --vs-tcp >"$tmp/out.json"
+grep -q '"ratio_lat_p50_paired"' "$tmp/out.json" || { echo "FAIL: no paired ratio with --repeat"; cat "$tmp/out.json"; exit 1; }
+echo "ok: --repeat 2 paired ratios"
 run --op write --size 16K --vs-tcp --tcp-crc
 grep -q '"transport":"tcp+crc"' "$tmp/out.json" || { echo "FAIL: no tcp+crc line"; exit 1; }
 grep -q '"baseline":"tcp+crc"' "$tmp/out.json" || { echo "FAIL: ratio not against tcp+crc"; exit 1; }

@@ -136,13 +136,33 @@ static int one_run(const char *host, int port, perf_cfg *c, bool tcp, perf_res *
     return e;
 }
 
+static double bw_of(const perf_res *r)
+{
+    return r->secs > 0 ? (double)r->bytes / r->secs : 0;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(v[0]), cmp_dbl);
+    return n ? v[n / 2] : 0;
+}
+
 /* Runs the configuration repeat times per transport, uwarp and TCP taking
  * turns, so that both see the same background noise (on a shared VM it comes
- * in bursts of seconds), and keeps each transport's median. */
+ * in bursts of seconds), and keeps each transport's median. Also the median
+ * of the ratios of adjacent uwarp/TCP pairs (*paired_bw, *paired_lat): a
+ * burst that slows one pair then moves one ratio, not a whole median. */
 static int measure(const char *host, int port, perf_cfg *c, bool do_u, bool do_t, int repeat,
-                   perf_res *ru, perf_res *rt)
+                   perf_res *ru, perf_res *rt, double *paired_bw, double *paired_lat)
 {
     perf_res us[16], ts[16];
+    double pb[16], pl[16];
     if (repeat > 16)
         repeat = 16;
     for (int i = 0; i < repeat; i++) {
@@ -150,6 +170,14 @@ static int measure(const char *host, int port, perf_cfg *c, bool do_u, bool do_t
             return -1;
         if (do_t && one_run(host, port, c, true, &ts[i]) < 0)
             return -1;
+        if (do_u && do_t) {
+            pb[i] = bw_of(&ts[i]) > 0 ? bw_of(&us[i]) / bw_of(&ts[i]) : 0;
+            pl[i] = ts[i].lat_p50 > 0 ? us[i].lat_p50 / ts[i].lat_p50 : 0;
+        }
+    }
+    if (do_u && do_t) {
+        *paired_bw = median_of(pb, repeat);
+        *paired_lat = median_of(pl, repeat);
     }
     if (do_u) {
         qsort(us, (size_t)repeat, sizeof(us[0]), cmp_res);
@@ -359,7 +387,8 @@ int main(int argc, char **argv)
         bool have_u = false, have_t = false;
         have_u = !tcp_only;
         have_t = vs_tcp || tcp_only;
-        if (measure(host, port, &c, have_u, have_t, repeat, &ru, &rt) < 0)
+        double pbw = 0, plat = 0;
+        if (measure(host, port, &c, have_u, have_t, repeat, &ru, &rt, &pbw, &plat) < 0)
             return 2;
         if (have_u)
             print_one(&c, "uwarp", &ru, json, cpu);
@@ -381,13 +410,24 @@ int main(int argc, char **argv)
                     printf("%.4f", rl);
                 else
                     printf("null");
-                printf(",\"ratio_cpu_per_byte\":%.4f}\n", cpu_u / cpu_t);
+                printf(",\"ratio_cpu_per_byte\":%.4f,\"ratio_bw_paired\":%.4f", cpu_u / cpu_t,
+                       pbw);
+                if (c.lat)
+                    printf(",\"ratio_lat_p50_paired\":%.4f", plat);
+                printf("}\n");
             } else {
                 printf("ratio  %-5s %9u %-6s %9.3f x %s throughput", op_name(c.op), c.size,
                        c.markers ? "mk" : (c.crc ? "crc" : "nocrc"), rb, base);
                 if (c.lat)
                     printf(", p50 latency %.3f x %s", rl, base);
                 printf(", CPU/byte %.3f x %s\n", cpu_u / cpu_t, base);
+                if (repeat > 1) {
+                    printf("paired %-5s %9u %-6s %9.3f x %s throughput", op_name(c.op), c.size,
+                           c.markers ? "mk" : (c.crc ? "crc" : "nocrc"), pbw, base);
+                    if (c.lat)
+                        printf(", p50 latency %.3f x %s", plat, base);
+                    printf(" (median of the %d adjacent-pair ratios)\n", repeat);
+                }
             }
         }
         step++;
