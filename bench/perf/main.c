@@ -410,8 +410,7 @@ int main(int argc, char **argv)
                     printf("%.4f", rl);
                 else
                     printf("null");
-                printf(",\"ratio_cpu_per_byte\":%.4f,\"ratio_bw_paired\":%.4f", cpu_u / cpu_t,
-                       pbw);
+                printf(",\"ratio_cpu_per_byte\":%.4f,\"ratio_bw_paired\":%.4f", cpu_u / cpu_t, pbw);
                 if (c.lat)
                     printf(",\"ratio_lat_p50_paired\":%.4f", plat);
                 printf("}\n");
