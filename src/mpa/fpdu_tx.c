@@ -40,6 +40,23 @@ static void put_be16(uint8_t *p, uint32_t v)
     p[1] = (uint8_t)v;
 }
 
+/* The next piece, at most left octets, of the payload given as ulpdu[]
+ * from the cursor (*src, *off), which it advances past the piece. */
+static size_t ul_next(const struct iovec *ulpdu, size_t *src, size_t *off, size_t left,
+                      const uint8_t **q)
+{
+    while (ulpdu[*src].iov_len == *off) {
+        (*src)++;
+        *off = 0;
+    }
+    size_t take = ulpdu[*src].iov_len - *off;
+    if (take > left)
+        take = left;
+    *q = (const uint8_t *)ulpdu[*src].iov_base + *off;
+    *off += take;
+    return take;
+}
+
 /* Appends [base, base+len) to iov, merging with the previous entry when the
  * memory is contiguous (pad and CRC usually are). */
 static int emit(struct iovec *iov, size_t cap, size_t *cnt, const uint8_t *base, size_t len)
@@ -170,20 +187,13 @@ ssize_t uw_mpa_fpdu_build(uw_mpa_fpdu *f, struct iovec *iov, size_t iov_cap,
             /* A run may span several caller iovecs. */
             uint32_t left = r.len;
             while (left) {
-                while (ulpdu[src].iov_len == src_off) {
-                    src++;
-                    src_off = 0;
-                }
-                size_t take = ulpdu[src].iov_len - src_off;
-                if (take > left)
-                    take = left;
-                const uint8_t *q = (const uint8_t *)ulpdu[src].iov_base + src_off;
+                const uint8_t *q;
+                size_t take = ul_next(ulpdu, &src, &src_off, left, &q);
                 if (flags & UW_MPA_CRC)
                     crc = uw_crc32c_update(crc, q, take);
                 rc = emit(iov, iov_cap, &cnt, q, take);
                 if (rc)
                     return rc;
-                src_off += take;
                 left -= (uint32_t)take;
             }
             continue;
@@ -256,16 +266,10 @@ ssize_t uw_mpa_fpdu_copy(uw_mpa_fpdu *f, uint8_t *out, size_t cap, const struct 
         case UW__F_PAYLOAD: {
             uint32_t left = r.len;
             while (left) {
-                while (ulpdu[src].iov_len == src_off) {
-                    src++;
-                    src_off = 0;
-                }
-                size_t take = ulpdu[src].iov_len - src_off;
-                if (take > left)
-                    take = left;
-                memcpy(d, (const uint8_t *)ulpdu[src].iov_base + src_off, take);
+                const uint8_t *q;
+                size_t take = ul_next(ulpdu, &src, &src_off, left, &q);
+                memcpy(d, q, take);
                 d += take;
-                src_off += take;
                 left -= (uint32_t)take;
             }
             break;

@@ -154,7 +154,7 @@ static inline uint64_t ld64(const unsigned char *p)
     return v;
 }
 
-__attribute__((target("sse4.2"))) static uint32_t crc_sse42(uint32_t crc, const unsigned char *p,
+__attribute__((target("sse4.2"))) uint32_t uw__crc32c_sse42(uint32_t crc, const unsigned char *p,
                                                             size_t len)
 {
     uint64_t c = crc;
@@ -222,7 +222,7 @@ __attribute__((target("sse4.2"))) static uint32_t crc_3way(uint32_t crc, const u
     crc = rounds_3way(crc, &p, &len, 4096, shift_4096, shift_12288);
     crc = rounds_3way(crc, &p, &len, 256, shift_256, shift_768);
     crc = rounds_3way(crc, &p, &len, 64, shift_64, shift_192);
-    return crc_sse42(crc, p, len);
+    return uw__crc32c_sse42(crc, p, len);
 }
 
 static int have_sse42(void)
@@ -249,7 +249,7 @@ _Static_assert(HYBRID_MIN >= UW__CRC32C_HYBRID_MIN, "uw__crc32c_hybrid needs lon
 static uint32_t crc_hybrid(uint32_t crc, const unsigned char *p, size_t len, int avx512)
 {
     if (len < HYBRID_MIN)
-        return len < 3 * 64 ? crc_sse42(crc, p, len) : crc_3way(crc, p, len);
+        return len < 3 * 64 ? uw__crc32c_sse42(crc, p, len) : crc_3way(crc, p, len);
     return uw__crc32c_hybrid(crc, p, len, avx512);
 }
 #else
@@ -295,7 +295,7 @@ uint32_t uw_crc32c_update(uint32_t state, const void *buf, size_t len)
 #ifdef UW_CRC_X86
     /* Below one short three-way round, skip crc_3way's setup (2 ns at 64 B). */
     if (sse42)
-        return len < 3 * 64 ? crc_sse42(state, p, len) : crc_3way(state, p, len);
+        return len < 3 * 64 ? uw__crc32c_sse42(state, p, len) : crc_3way(state, p, len);
 #endif
     (void)sse42;
     return crc_table(state, p, len);
@@ -364,7 +364,7 @@ uint32_t uw_crc32c_update_impl(uw_crc32c_impl impl, uint32_t state, const void *
         return crc_table(state, p, len);
 #ifdef UW_CRC_X86
     case UW_CRC32C_SSE42:
-        return crc_sse42(state, p, len);
+        return uw__crc32c_sse42(state, p, len);
     case UW_CRC32C_SSE42_3WAY:
         return crc_3way(state, p, len);
     case UW_CRC32C_HYBRID:

@@ -11,6 +11,10 @@
 #define UW_CRC_X86 1
 #endif
 
+/* One crc32 chain, 8 octets at a time (crc32c.c); short buffers and the
+ * hybrid's head and tail. Raw register in and out; needs SSE4.2. */
+uint32_t uw__crc32c_sse42(uint32_t crc, const unsigned char *p, size_t len);
+
 /* Octets one step of the hybrid loop consumes. */
 #define UW__CRC32C_HYBRID_STEP 136
 /* The least uw__crc32c_hybrid accepts: a step (136) after up to 15 split off. */

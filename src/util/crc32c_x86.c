@@ -165,28 +165,6 @@ HYB_AVX512 static void steps_avx512(lanes *lp, const unsigned char *v, const uns
 #define ALIGN_MIN (32 * 1024)
 
 /* crc32 of fewer than 24 octets. */
-HYB_SSE static uint32_t crc_short(uint32_t crc, const unsigned char *p, size_t len)
-{
-    uint64_t c = crc;
-    for (; len >= 8; p += 8, len -= 8)
-        c = _mm_crc32_u64(c, ld64(p));
-    crc = (uint32_t)c;
-    if (len & 4) {
-        uint32_t w;
-        memcpy(&w, p, 4);
-        crc = _mm_crc32_u32(crc, w);
-        p += 4;
-    }
-    if (len & 2) {
-        uint16_t w;
-        memcpy(&w, p, 2);
-        crc = _mm_crc32_u16(crc, w);
-        p += 2;
-    }
-    if (len & 1)
-        crc = _mm_crc32_u8(crc, *p);
-    return crc;
-}
 
 HYB_SSE __attribute__((always_inline)) static inline uint32_t
 hybrid_block(uint32_t crc, const unsigned char *p, size_t len, int avx512)
@@ -211,7 +189,7 @@ hybrid_block(uint32_t crc, const unsigned char *p, size_t len, int avx512)
      * steps; the streams' share beyond that (3 to 8 words each) follows it,
      * beside V's reduction. */
     lanes l;
-    l.c0 = crc_short(crc, p, head);
+    l.c0 = uw__crc32c_sse42(crc, p, head);
     l.c1 = 0;
     l.c2 = 0;
     l.x0 = ld128(v);
@@ -234,7 +212,7 @@ hybrid_block(uint32_t crc, const unsigned char *p, size_t len, int avx512)
     cv = _mm_crc32_u64(cv, (uint64_t)_mm_extract_epi64(x, 1));
     uint32_t crc_vt = (uint32_t)cv;
     if (t)
-        crc_vt = clmul_red(crc_vt, kt) ^ crc_short(0, v + lv, t);
+        crc_vt = clmul_red(crc_vt, kt) ^ uw__crc32c_sse42(0, v + lv, t);
     return clmul_red((uint32_t)l.c0, k0) ^ clmul_red((uint32_t)l.c1, k1) ^
            clmul_red((uint32_t)l.c2, k2) ^ crc_vt;
 }
