@@ -40,6 +40,15 @@ static void put_be16(uint8_t *p, uint32_t v)
     p[1] = (uint8_t)v;
 }
 
+/* The ULPDU's length, or UW_EMSGSIZE past the 16-bit ULPDU_Length. */
+static ssize_t ulpdu_len(const struct iovec *ulpdu, size_t cnt)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < cnt; i++)
+        n += ulpdu[i].iov_len;
+    return n > UINT16_MAX ? UW_EMSGSIZE : (ssize_t)n;
+}
+
 /* The next piece, at most left octets, of the payload given as ulpdu[]
  * from the cursor (*src, *off), which it advances past the piece. */
 static size_t ul_next(const struct iovec *ulpdu, size_t *src, size_t *off, size_t left,
@@ -84,11 +93,10 @@ ssize_t uw__fpdu_build_plain(uint8_t *len2, uint8_t *trailer7, struct iovec *iov
                              const struct iovec *ulpdu, size_t ulpdu_iovcnt, unsigned flags,
                              uint32_t *crc_out, size_t *wire_len)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < ulpdu_iovcnt; i++)
-        n += ulpdu[i].iov_len;
-    if (n > UINT16_MAX)
-        return UW_EMSGSIZE;
+    ssize_t total = ulpdu_len(ulpdu, ulpdu_iovcnt);
+    if (total < 0)
+        return total;
+    size_t n = (size_t)total;
     uint32_t pad = uw__mpa_pad((uint32_t)n);
     memset(trailer7, 0, 7); /* pad MUST be zero (RFC 5044 4.1) */
     put_be16(len2, (uint32_t)n);
@@ -127,11 +135,10 @@ ssize_t uw_mpa_fpdu_build(uw_mpa_fpdu *f, struct iovec *iov, size_t iov_cap,
 {
     if (!f || !iov || (ulpdu_iovcnt && !ulpdu))
         return UW_EINVAL;
-    size_t n = 0;
-    for (size_t i = 0; i < ulpdu_iovcnt; i++)
-        n += ulpdu[i].iov_len;
-    if (n > UINT16_MAX)
-        return UW_EMSGSIZE;
+    ssize_t total = ulpdu_len(ulpdu, ulpdu_iovcnt);
+    if (total < 0)
+        return total;
+    size_t n = (size_t)total;
 
     bool markers = flags & UW_MPA_MARKERS;
     uint32_t pad = uw__mpa_pad((uint32_t)n);
@@ -228,11 +235,10 @@ ssize_t uw_mpa_fpdu_copy(uw_mpa_fpdu *f, uint8_t *out, size_t cap, const struct 
 {
     if (!f || !out || (ulpdu_iovcnt && !ulpdu))
         return UW_EINVAL;
-    size_t n = 0;
-    for (size_t i = 0; i < ulpdu_iovcnt; i++)
-        n += ulpdu[i].iov_len;
-    if (n > UINT16_MAX)
-        return UW_EMSGSIZE;
+    ssize_t total = ulpdu_len(ulpdu, ulpdu_iovcnt);
+    if (total < 0)
+        return total;
+    size_t n = (size_t)total;
     bool markers = flags & UW_MPA_MARKERS;
     uw__walk w;
     uw__run r;
