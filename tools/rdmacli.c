@@ -301,6 +301,16 @@ void rc_log(void *ud, int level, const char *msg)
     cli_msg("uwarp %s: %s", level >= 0 && level <= 3 ? lv[level] : "log", msg);
 }
 
+int rc_parse_rev(const char *s, uint8_t *out)
+{
+    if (strcmp(s, "1") && strcmp(s, "2")) {
+        cli_usage("--rev must be 1 or 2, not '%s'", s);
+        return -1;
+    }
+    *out = (uint8_t)(s[0] - '0');
+    return 0;
+}
+
 int rc_parse_rtr_list(const char *s, uint8_t *out)
 {
     uint8_t m = 0;

@@ -45,6 +45,10 @@ bool rc_parse_seconds(const char *s, int *ms);
  * one, no empty items) into UW_MPA_RTR_* bits. Returns 0 or -1. */
 int rc_parse_rtr_list(const char *s, uint8_t *out);
 
+/* Parses an MPA revision argument ("1" or "2"); prints the usage error and
+ * returns -1 for anything else. */
+int rc_parse_rev(const char *s, uint8_t *out);
+
 /* Resolves host (NULL: the wildcard address for a listener) and a numeric
  * port. IPv4 results are preferred when the name has both families, because
  * a listener on the default wildcard address is IPv4. Returns 0, or -1 after

@@ -128,9 +128,8 @@ int rp_parse_args(int argc, char **argv, rp_opts *o)
         } else if ((r = cli_opt(argc, argv, &i, "--rev", &v)) != 0) {
             if (r < 0)
                 return RC_EXIT_USAGE;
-            if (strcmp(v, "1") && strcmp(v, "2"))
-                return cli_usage("--rev must be 1 or 2, not '%s'", v);
-            o->rev = (uint8_t)(v[0] - '0');
+            if (rc_parse_rev(v, &o->rev) < 0)
+                return RC_EXIT_USAGE;
         } else if ((r = cli_opt(argc, argv, &i, "--p2p", &v)) != 0) {
             if (r < 0)
                 return RC_EXIT_USAGE;
