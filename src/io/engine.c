@@ -15,8 +15,8 @@
 
 void uw__qp_update_io(uw_qp *qp)
 {
-    if (qp->fd < 0)
-        return;
+    if (qp->fd < 0 || qp->ctx->detached == qp)
+        return; /* a detached socket is re-registered by attach() */
     /* After the peer's FIN the socket stays readable forever: stop asking. */
     unsigned want = qp->eof_seen ? 0 : EPOLLIN | EPOLLRDHUP;
     bool tx = qp->cm == UW__CM_CONNECTING || qp->hs_off < qp->hs_len ||
@@ -73,6 +73,8 @@ static void event_simple(uw_qp *qp, int type, int err)
 
 static void close_fd(uw_qp *qp)
 {
+    if (qp->ctx->detached == qp)
+        qp->ctx->detached = NULL;
     if (qp->fd >= 0) {
         close(qp->fd);
         qp->fd = -1;
@@ -167,7 +169,8 @@ static ssize_t sock_write(int fd, const struct iovec *iov, int n)
 
 static int do_tx(uw_qp *qp)
 {
-    for (int round = 0; round < 64; round++) {
+    int round;
+    for (round = 0; round < 64; round++) {
         /* IOV_MAX: a marked 64 KiB FPDU alone needs some 260 iovecs. */
         struct iovec iov[UW__TX_IOV];
         int n = uw__qp_tx_iov(qp, iov, UW__TX_IOV);
@@ -189,7 +192,8 @@ static int do_tx(uw_qp *qp)
      * so that txf_count says so, or nothing would ask for EPOLLOUT and a
      * single-connection wait would sleep in recvmsg with requests unsent
      * (seen with markers, whose few slots make each round short). */
-    uw__qp_tx_pending(qp);
+    if (round == 64)
+        uw__qp_tx_pending(qp);
     /* Graceful close once everything queued has gone out. */
     if (qp->disconnect_req && !qp->fin_sent && !qp->txf_count && !qp->dead) {
         bool idle = !qp->txf_count && qp->sq_next >= qp->sq_count && qp->irq_tx >= qp->irq_count;
@@ -417,25 +421,55 @@ static void timers(uw_ctx *c)
  * pass going through epoll: an accept or a timeout waits a few microseconds
  * of spinning, where an epoll_wait per message would cost every message. */
 #define UW__DIRECT_EPOLL 16u
-static bool single_direct(uw_ctx *c)
+static uw_qp *direct_qp(const uw_ctx *c)
 {
-    const uw_qp *q = c->qps;
+    uw_qp *q = c->qps;
     if (!q || q->next || c->ev_armed || q->deadline_ns || q->cm != UW__CM_RTS || q->fd < 0 ||
         q->dead || q->eof_seen)
-        return false;
-    if (!c->nlisten && !c->timer_ns)
-        return true;
-    return ++c->direct_spins % UW__DIRECT_EPOLL != 0;
+        return NULL;
+    return q;
+}
+
+/* A socket in an epoll set costs the kernel a wakeup callback (a lock and a
+ * ready-list update) for every segment that arrives, on the sender's side of
+ * loopback: about a microsecond per round trip here. A socket driven by
+ * direct calls does not need it, so it leaves the set; it comes back before
+ * any pass that sleeps in epoll_wait, or when it stops being the only
+ * connection. An application holding the context fd may sleep on it
+ * itself: its sockets never leave. */
+static void detach(uw_ctx *c, uw_qp *q)
+{
+    if (c->detached == q || c->fd_taken)
+        return;
+    if (q->ep_added && epoll_ctl(c->epfd, EPOLL_CTL_DEL, q->fd, NULL) < 0)
+        return;
+    q->ep_added = false;
+    q->epmask = 0;
+    c->detached = q;
+}
+
+static void attach(uw_ctx *c)
+{
+    uw_qp *q = c->detached;
+    c->detached = NULL;
+    uw__qp_update_io(q);
 }
 
 static int progress(uw_ctx *c, int timeout_ms)
 {
     uint64_t before = c->produced;
-    if (timeout_ms == 0 && single_direct(c)) {
-        uw_qp *q = c->qps;
-        service(q, EPOLLIN | EPOLLOUT);
+    uw_qp *dq = timeout_ms == 0 ? direct_qp(c) : NULL;
+    if (dq && ((!c->nlisten && !c->timer_ns) || ++c->direct_spins % UW__DIRECT_EPOLL != 0)) {
+        detach(c, dq);
+        service(dq, EPOLLIN | EPOLLOUT);
         uw__ctx_arm_timer(c);
         return (int)(c->produced - before);
+    }
+    if (c->detached) {
+        if (c->detached == dq)
+            uw__kick(dq); /* serviced below, still without epoll */
+        else
+            attach(c);
     }
     uint64_t junk;
     struct epoll_event evs[64];
@@ -503,6 +537,7 @@ static int wait_in_recv(uw_ctx *c, int timeout_ms)
         q->cm != UW__CM_RTS || q->fd < 0 || q->dead || q->kick || q->txf_count ||
         q->eof_seen || q->hs_off < q->hs_len || q->disconnect_req)
         return -1;
+    detach(c, q);
     struct iovec iov[UW__RX_PLAN];
     int n = uw__qp_rx_iov(q, iov, UW__RX_PLAN);
     if (n <= 0)

@@ -131,6 +131,11 @@ ssize_t uw__fpdu_build_plain(uint8_t *len2, uint8_t *trailer7, struct iovec *iov
                              const struct iovec *ulpdu, size_t ulpdu_iovcnt, unsigned flags,
                              uint32_t *crc_out, size_t *wire_len);
 
+/* Framing without markers by copy: the whole FPDU contiguous in out[cap].
+ * Returns its wire length or an error (UW_ENOBUFS when it does not fit). */
+ssize_t uw__fpdu_build_flat(uint8_t *out, size_t cap, const struct iovec *ulpdu,
+                            size_t ulpdu_iovcnt, unsigned flags, uint32_t *crc_out);
+
 /* Most markers one FPDU can hold: a 65535-octet ULPDU spans at most
  * ceil(65544 / 508) + 1 = 131 marker intervals. */
 #define UW__MAX_MARKERS UW_MPA_FPDU_MAX_MARKERS

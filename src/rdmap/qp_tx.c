@@ -30,7 +30,19 @@ static void frame_commit(uw_qp *qp, struct uw__txf *f, size_t hlen, const struct
         memcpy(ul + 1, pay, npay * sizeof(*pay));
     ssize_t k;
     size_t wire = 0;
-    if (qp->txs) {
+    size_t n = hlen;
+    for (size_t i = 0; i < npay; i++)
+        n += pay[i].iov_len;
+    if (!qp->txf_count && !qp->txs && n + 9 <= UW__TX_FLAT) {
+        uint32_t crc;
+        k = uw__fpdu_build_flat(qp->txflat, UW__TX_FLAT, ul, npay + 1, qp->flags_tx, &crc);
+        if (k > 0) {
+            wire = (size_t)k;
+            f->iov[0].iov_base = qp->txflat;
+            f->iov[0].iov_len = wire;
+            k = 1;
+        }
+    } else if (qp->txs) {
         /* Markers: one copy into a slot costs less than ~260 iovecs per
          * 64 KiB FPDU, and the CRC then runs over cached contiguous octets. */
         uint8_t *slot = qp->txs + (size_t)qp->txs_head * qp->txs_size;
@@ -263,6 +275,10 @@ static bool build_sq(uw_qp *qp)
 
 static void build(uw_qp *qp)
 {
+    /* Called on every pass of a busy-poll loop: idle must cost little. */
+    if (!((qp->term_queued && !qp->term_sent) || qp->rtr_pending_tx || qp->tx_cur ||
+          qp->irq_tx < qp->irq_count || qp->sq_next < qp->sq_count))
+        return;
     while (qp->txf_count < UW__TX_FRAMES && !qp->term_sent &&
            (!qp->txs || qp->txs_used < qp->txs_n)) {
         if (qp->term_queued) {

@@ -15,6 +15,7 @@
 
 #define UW__MAX_IRD 128u
 #define UW__TX_FRAMES 32u   /* FPDUs built ahead of the socket */
+#define UW__TX_FLAT 512u    /* largest FPDU copied flat (qp->txflat) */
 #define UW__TX_IOV 1024u    /* IOV_MAX */
 #define UW__RX_STAGE (16u * 1024u)
 /* With markers payload is not read straight to its place (a read would
@@ -56,6 +57,10 @@ struct uw_ctx {
     uint64_t produced_ev; /* events queued */
     uint64_t timer_ns;    /* deadline the timerfd is armed for (0: disarmed) */
     unsigned direct_spins; /* non-blocking passes that skipped epoll (engine.c) */
+    /* The lone connection, while it is driven with direct socket calls and
+     * kept out of the epoll set (engine.c); never while fd_taken. */
+    uw_qp *detached;
+    bool fd_taken; /* the application holds uw_ctx_fd(): it may wait on it */
     struct uw__evnode *ev_head, *ev_tail;
     uw_qp *qps;        /* every QP */
     uw_qp *ready_head, *ready_tail; /* kicked QPs waiting for a progress pass */
@@ -240,6 +245,10 @@ struct uw_qp {
      * txs_n slots of txs_size octets, used and freed in frame order. */
     uint8_t *txs;
     uint32_t txs_n, txs_size, txs_head, txs_used;
+    /* A small FPDU built while no other frame is queued is copied whole
+     * here: one send() of one buffer and one CRC pass, where its pieces
+     * would cost a pass each and a gather. Free whenever txf_count is 0. */
+    uint8_t txflat[UW__TX_FLAT];
     int tx_cur;           /* message being segmented: 0 none, 1 SQ, 2 IRQ */
     uint32_t irq_tx;      /* IRQ entries (from irq_head) fully built */
     uint32_t txf_head, txf_count, txf_off; /* txf_off: octets of the head frame written */

@@ -98,9 +98,12 @@ int uw_ctx_destroy(uw_ctx *c)
     return 0;
 }
 
-int uw_ctx_fd(const uw_ctx *c)
+int uw_ctx_fd(uw_ctx *c)
 {
-    return c ? c->epfd : UW_EINVAL;
+    if (!c)
+        return UW_EINVAL;
+    c->fd_taken = true; /* from now on every socket stays in the epoll set */
+    return c->epfd;
 }
 
 /* Makes the context fd readable: internal work is pending that no socket
@@ -419,10 +422,14 @@ int uw_cq_poll(uw_cq *cq, uw_wc *wc, int n)
         return UW_EINVAL;
     uw_ctx *c = cq->ctx;
     uint64_t wc0 = c->produced - c->produced_ev, ev0 = c->produced_ev, own0 = cq->pushed;
-    if (cq->count < (uint32_t)n)
+    /* One engine pass per call, before taking when the queue alone cannot
+     * fill the request. A second pass after a hit would put one more system
+     * call between a received message and the caller's answer to it. */
+    bool fill = cq->count < (uint32_t)n;
+    if (fill)
         uw_ctx_progress(c);
     int k = cq_take(cq, wc, n);
-    if (k)
+    if (!fill)
         uw_ctx_progress(c);
     signal_others(c, wc0, ev0, cq, own0);
     return k;
@@ -458,5 +465,5 @@ int uw_cq_wait(uw_cq *cq, uw_wc *wc, int n, int timeout_ms)
 
 int uw_cq_fd(const uw_cq *cq)
 {
-    return cq ? cq->ctx->epfd : UW_EINVAL;
+    return cq ? uw_ctx_fd(cq->ctx) : UW_EINVAL;
 }

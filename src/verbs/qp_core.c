@@ -86,6 +86,8 @@ int uw_qp_destroy(uw_qp *qp)
         close(qp->fd); /* also leaves the epoll set */
         qp->fd = -1;
     }
+    if (c->detached == qp)
+        c->detached = NULL;
     if (qp->listener) {
         qp->listener->npending--;
         uw__listener_update(qp->listener);
