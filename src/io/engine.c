@@ -16,7 +16,7 @@
 void uw__qp_update_io(uw_qp *qp)
 {
     if (qp->fd < 0 || qp->ctx->detached == qp)
-        return; /* a detached socket is re-registered by attach() */
+        return; /* a detached socket comes back with uw__ctx_attach() */
     /* After the peer's FIN the socket stays readable forever: stop asking. */
     unsigned want = qp->eof_seen ? 0 : EPOLLIN | EPOLLRDHUP;
     bool tx = qp->cm == UW__CM_CONNECTING || qp->hs_off < qp->hs_len ||
@@ -448,9 +448,11 @@ static void detach(uw_ctx *c, uw_qp *q)
     c->detached = q;
 }
 
-static void attach(uw_ctx *c)
+void uw__ctx_attach(uw_ctx *c)
 {
     uw_qp *q = c->detached;
+    if (!q)
+        return;
     c->detached = NULL;
     uw__qp_update_io(q);
 }
@@ -469,7 +471,7 @@ static int progress(uw_ctx *c, int timeout_ms)
         if (c->detached == dq)
             uw__kick(dq); /* serviced below, still without epoll */
         else
-            attach(c);
+            uw__ctx_attach(c);
     }
     uint64_t junk;
     struct epoll_event evs[64];

@@ -354,6 +354,8 @@ int uw__qp_rx_eof(uw_qp *qp);
 
 /* io/engine.c, io/cm.c */
 void uw__qp_update_io(uw_qp *qp);
+/* Puts a detached socket back in the epoll set (engine.c). */
+void uw__ctx_attach(uw_ctx *c);
 void uw__listener_update(uw_listener *l);
 /* A doorbell: transmit what was just posted, now, on the caller's thread. */
 void uw__qp_doorbell(uw_qp *qp);

@@ -103,6 +103,7 @@ int uw_ctx_fd(uw_ctx *c)
     if (!c)
         return UW_EINVAL;
     c->fd_taken = true; /* from now on every socket stays in the epoll set */
+    uw__ctx_attach(c);
     return c->epfd;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -372,6 +373,72 @@ static void test_small_cq_pause(void **st)
     pair_fini(&p);
 }
 
+/* One Send of len octets b -> a into a's buffer, posted by b at once. */
+static void post_b_to_a(pair *p, uint32_t len, uint64_t id)
+{
+    uw_sge rs = {(uint64_t)(uintptr_t)p->a.buf, BUF, uw_mr_stag(p->a.mr)};
+    uw_recv_wr rw = {.wr_id = id, .sg_list = &rs, .num_sge = 1};
+    assert_int_equal(uw_post_recv(p->a.qp, &rw, 1, NULL), 0);
+    uw_sge ss = {(uint64_t)(uintptr_t)p->b.buf, len, uw_mr_stag(p->b.mr)};
+    uw_send_wr sw = {.wr_id = id, .opcode = UW_WR_SEND, .sg_list = &ss, .num_sge = 1};
+    assert_int_equal(uw_post_send(p->b.qp, &sw, 1, NULL), 0);
+}
+
+/* A lone connection leaves the epoll set while it is busy-polled (engine.c).
+ * Whatever the application does next must still see its data: a blocking
+ * wait, and an fd taken only after the busy-polling. */
+static void test_busy_then_wait(void **st)
+{
+    (void)st;
+    pair p;
+    assert_int_equal(connect_pair(&p, NULL, NULL, false), UW_CM_ESTABLISHED);
+    exchange(&p, 13); /* the responder sends only after a first FPDU */
+    uw_wc wc;
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(uw_cq_poll(p.a.cq, &wc, 1), 0);
+    post_b_to_a(&p, 64, 1);
+    assert_int_equal(uw_cq_wait(p.a.cq, &wc, 1, 5000), 1);
+    assert_int_equal(wc.wr_id, 1);
+    assert_int_equal(wc.byte_len, 64);
+
+    /* Again, but through epoll: a second, idle QP makes the context use it. */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(uw_cq_poll(p.a.cq, &wc, 1), 0);
+    uw_qp *extra;
+    uw_qp_attr qa = {.pd = p.a.pd, .send_cq = p.a.cq, .recv_cq = p.a.cq};
+    assert_int_equal(uw_qp_create(p.a.ctx, &qa, &extra), 0);
+    post_b_to_a(&p, 100, 2);
+    assert_int_equal(uw_cq_wait(p.a.cq, &wc, 1, 5000), 1);
+    assert_int_equal(wc.wr_id, 2);
+    assert_int_equal(uw_qp_destroy(extra), 0);
+
+    /* The fd, taken after busy-polling, must become readable on data. */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(uw_cq_poll(p.a.cq, &wc, 1), 0);
+    int fd = uw_ctx_fd(p.a.ctx);
+    assert_true(fd >= 0);
+    post_b_to_a(&p, 200, 3);
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&pf, 1, 5000), 1);
+    int got = 0;
+    for (int i = 0; i < 100 && !got; i++)
+        got = uw_cq_poll(p.a.cq, &wc, 1);
+    assert_int_equal(got, 1);
+    assert_int_equal(wc.wr_id, 3);
+    /* And once taken, busy-polling keeps the socket registered. */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(uw_cq_poll(p.a.cq, &wc, 1), 0);
+    post_b_to_a(&p, 300, 4);
+    pf.revents = 0;
+    assert_int_equal(poll(&pf, 1, 5000), 1);
+    got = 0;
+    for (int i = 0; i < 100 && !got; i++)
+        got = uw_cq_poll(p.a.cq, &wc, 1);
+    assert_int_equal(got, 1);
+    assert_int_equal(wc.wr_id, 4);
+    pair_fini(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -382,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_reject),
         cmocka_unit_test(test_bad_stag),
         cmocka_unit_test(test_small_cq_pause),
+        cmocka_unit_test(test_busy_then_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
