@@ -672,7 +672,7 @@ static int plan_direct(uw_qp *qp, struct iovec *iov, int cap)
     rx->plan_n = k;
     if (to_end && k < cap) {
         iov[k].iov_base = rx->stage;
-        iov[k].iov_len = UW__RX_LOOKAHEAD + 8;
+        iov[k].iov_len = UW__RX_TAIL;
         k++;
     }
     for (int i = 0; i < k; i++)
