@@ -32,9 +32,10 @@
 #define UW__RX_BIG 8192u
 #define UW__RX_LOOKAHEAD 32u
 /* A direct read ends with this much staging room: the trailer, a small FPDU
- * that often follows (the tail of a message one octet-range past MULPDU,
- * such as 64 KiB on loopback) and the next header all come with the same
- * system call; at most this much of the next payload is then copied. */
+ * that often follows (the last piece of a message a little longer than a
+ * multiple of MULPDU: a 64 KiB Write on loopback is 2 x 32,720 + 96 octets)
+ * and the next header all come with the same system call; at most this much
+ * of the next payload is then copied. */
 #define UW__RX_TAIL 512u
 #define UW__RX_PLAN 272     /* iovecs of one direct read: a 64 KiB payload with markers */
 #define UW__RX_MSLOTS 132   /* markers one direct read can carry */
