@@ -493,6 +493,35 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
             }
             fpdu_start(qp);
         }
+        if (!rx->have_run && !landed && rx->hdr_done && (qp->flags_rx & UW_MPA_MARKERS)) {
+            /* Steady state with markers: a marker, then a whole interval of
+             * payload. The same steps as the walk below (marker check,
+             * placement, CRC span), without a run and a switch for each
+             * 508 octets. */
+            uw__walk *w = &rx->w;
+            const uint32_t iv = UW_MPA_MARKER_INTERVAL, ml = UW_MPA_MARKER_LEN;
+            while (len >= iv && w->wire != 0 && (w->pos + w->wire) % iv == 0 &&
+                   w->logical >= 2 && w->logical + (iv - ml) <= w->bound[1]) {
+                mark_check(rx, p, w->wire - w->hdr);
+                place(qp, p + ml, iv - ml);
+                if (want_crc) {
+                    if (cl && cs + cl == p) {
+                        cl += iv;
+                    } else {
+                        CRC_FLUSH();
+                        cs = p;
+                        cl = iv;
+                    }
+                }
+                w->wire += iv;
+                w->logical += iv - ml;
+                p += iv;
+                len -= iv;
+                *used += iv;
+            }
+            if (!len)
+                break;
+        }
         if (!rx->have_run) {
             if (!uw__walk_next(&rx->w, &rx->run)) {
                 CRC_FLUSH();

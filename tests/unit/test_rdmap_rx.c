@@ -1422,6 +1422,54 @@ static void test_crc_bit_flips(void **st)
     flip_all(false, true, &rng);
 }
 
+/* Markers in the steady state, where consume takes a marker and the whole
+ * interval of payload after it in one step: a long Write lands intact at
+ * every feed granularity, and a damaged FPDUPTR deep inside it is caught
+ * with CRC off, so that only the marker check can see it. */
+static void test_marker_steady_state(void **st)
+{
+    (void)st;
+    tu_rng rng;
+    tu_rng_init(&rng, tu_seed(0x5EED0009));
+    enum { LEN = 5000 };
+    uint8_t *d = malloc(LEN);
+    assert_non_null(d);
+    for (int i = 0; i < LEN; i++)
+        d[i] = (uint8_t)(i * 7 + 1);
+    for (int bad = 0; bad < 2; bad++)
+        for (int split = 0; split < 4; split++) {
+            opts o = opts_default();
+            o.markers_rx = true;
+            o.crc = false;
+            env e;
+            env_init(&e, &o, &rng);
+            e.split = split;
+            uint32_t start = e.rxpos;
+            buf fp = {0};
+            peer_tagged(&e, &fp, UW__OP_WRITE, stag_of(&e, MR_W), addr_of(&e, MR_W, 0), d, LEN,
+                        WHOLE);
+            if (bad) {
+                size_t k, seen = 0;
+                for (k = 1; k < fp.n; k++)
+                    if ((start + k) % 512 == 0 && ++seen == 6)
+                        break;
+                assert_true(k + 4 <= fp.n);
+                fp.d[k + 2] ^= 0x01; /* FPDUPTR off by 256 */
+            }
+            int rc = feed(&e, fp.d, fp.n);
+            if (bad) {
+                assert_true(rc < 0);
+                expect_term(&e, 2, 0, 3, NULL, 0, false);
+            } else {
+                assert_int_equal(rc, 0);
+                assert_memory_equal(e.base[MR_W], d, LEN);
+            }
+            buf_free(&fp);
+            env_fini(&e);
+        }
+    free(d);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Received Terminate                                                        */
 
@@ -2112,6 +2160,7 @@ int main(void)
         cmocka_unit_test(test_placement_property),
         cmocka_unit_test(test_receive_checks),
         cmocka_unit_test(test_crc_bit_flips),
+        cmocka_unit_test(test_marker_steady_state),
         cmocka_unit_test(test_terminate_received),
         cmocka_unit_test(test_terminate_before_rtr),
         cmocka_unit_test(test_rtr_responder),
