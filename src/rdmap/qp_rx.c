@@ -475,6 +475,16 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
             rx->crc = uw_crc32c_update(rx->crc, cs, cl);                                           \
         cl = 0;                                                                                    \
     } while (0)
+#define CRC_SPAN(at, n)                                                                            \
+    do {                                                                                           \
+        if (cl && cs + cl == (at)) {                                                               \
+            cl += (n);                                                                             \
+        } else {                                                                                   \
+            CRC_FLUSH();                                                                           \
+            cs = (at);                                                                             \
+            cl = (n);                                                                              \
+        }                                                                                          \
+    } while (0)
     *used = 0;
     while (len) {
         if (!rx->in_fpdu) {
@@ -504,15 +514,8 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
                    w->logical >= 2 && w->logical + (iv - ml) <= w->bound[1]) {
                 mark_check(rx, p, w->wire - w->hdr);
                 place(qp, p + ml, iv - ml);
-                if (want_crc) {
-                    if (cl && cs + cl == p) {
-                        cl += iv;
-                    } else {
-                        CRC_FLUSH();
-                        cs = p;
-                        cl = iv;
-                    }
-                }
+                if (want_crc)
+                    CRC_SPAN(p, iv);
                 w->wire += iv;
                 w->logical += iv - ml;
                 p += iv;
@@ -588,15 +591,8 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
         default:
             break;
         }
-        if (want_crc && run->in_crc) {
-            if (cl && cs + cl == p) {
-                cl += take;
-            } else {
-                CRC_FLUSH();
-                cs = p;
-                cl = take;
-            }
-        }
+        if (want_crc && run->in_crc)
+            CRC_SPAN(p, take);
         rx->run_off += take;
         p += take;
         len -= take;
@@ -619,6 +615,7 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
     }
     CRC_FLUSH();
     return 0;
+#undef CRC_SPAN
 #undef CRC_FLUSH
 }
 
