@@ -40,6 +40,25 @@ static void put_be16(uint8_t *p, uint32_t v)
     p[1] = (uint8_t)v;
 }
 
+/* The CRC goes least-significant octet first, as iSCSI digests do. */
+static void put_crc(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+
+/* A marker whose FPDUPTR is ptr (RFC 5044 4.2: 16 bits, reserved half 0). */
+static int put_marker(uint8_t *p, uint32_t ptr)
+{
+    if (ptr > UINT16_MAX)
+        return UW_EMSGSIZE;
+    put_be16(p, 0);
+    put_be16(p + 2, ptr);
+    return 0;
+}
+
 /* The ULPDU's length, or UW_EMSGSIZE past the 16-bit ULPDU_Length. */
 static ssize_t ulpdu_len(const struct iovec *ulpdu, size_t cnt)
 {
@@ -117,12 +136,8 @@ ssize_t uw__fpdu_build_plain(uint8_t *len2, uint8_t *trailer7, struct iovec *iov
         return rc;
     *crc_out = 0;
     if (want) {
-        /* Sent least-significant octet first, as iSCSI digests are. */
         uint32_t v = uw_crc32c_final(uw_crc32c_update(crc, trailer7, pad));
-        trailer7[pad] = (uint8_t)v;
-        trailer7[pad + 1] = (uint8_t)(v >> 8);
-        trailer7[pad + 2] = (uint8_t)(v >> 16);
-        trailer7[pad + 3] = (uint8_t)(v >> 24);
+        put_crc(trailer7 + pad, v);
         *crc_out = v;
     }
     *wire_len = 2 + n + pad + 4;
@@ -173,11 +188,11 @@ ssize_t uw_mpa_fpdu_build(uw_mpa_fpdu *f, struct iovec *iov, size_t iov_cap,
             if (r.wire == 0) {
                 p = f->lead_;
             } else {
-                if (r.fpduptr > UINT16_MAX || nmark >= UW__MAX_MARKERS)
-                    return UW_EMSGSIZE; /* FPDUPTR is 16 bits (RFC 5044 4.2) */
+                if (nmark >= UW__MAX_MARKERS)
+                    return UW_EMSGSIZE;
                 uint8_t *m = f->markers_[nmark++];
-                put_be16(m, 0);
-                put_be16(m + 2, r.fpduptr);
+                if (put_marker(m, r.fpduptr) < 0)
+                    return UW_EMSGSIZE;
                 p = m;
             }
             break;
@@ -227,9 +242,7 @@ ssize_t uw_mpa_fpdu_build(uw_mpa_fpdu *f, struct iovec *iov, size_t iov_cap,
     return (ssize_t)cnt;
 }
 
-/* One pass copies the wire image; the CRC then runs over it as one
- * contiguous region while it is still in cache. With markers this beats
- * both a CRC call per 508-octet run and a kernel copy of some 260 iovecs. */
+/* Small FPDUs without markers: one contiguous image, one CRC pass. */
 ssize_t uw__fpdu_build_flat(uint8_t *out, size_t cap, const struct iovec *ulpdu,
                             size_t ulpdu_iovcnt, unsigned flags, uint32_t *crc_out)
 {
@@ -253,15 +266,15 @@ ssize_t uw__fpdu_build_flat(uint8_t *out, size_t cap, const struct iovec *ulpdu,
     if (flags & UW_MPA_CRC) {
         /* One pass over contiguous octets: cheaper than one per piece. */
         v = uw_crc32c_final(uw_crc32c_update(uw_crc32c_init(), out, body));
-        out[body] = (uint8_t)v; /* least-significant octet first */
-        out[body + 1] = (uint8_t)(v >> 8);
-        out[body + 2] = (uint8_t)(v >> 16);
-        out[body + 3] = (uint8_t)(v >> 24);
+        put_crc(out + body, v);
     }
     *crc_out = v;
     return (ssize_t)(body + 4);
 }
 
+/* One pass copies the wire image; the CRC then runs over it as one
+ * contiguous region while it is still in cache. With markers this beats
+ * both a CRC call per 508-octet run and a kernel copy of some 260 iovecs. */
 ssize_t uw_mpa_fpdu_copy(uw_mpa_fpdu *f, uint8_t *out, size_t cap, const struct iovec *ulpdu,
                          size_t ulpdu_iovcnt, uint32_t pos, unsigned flags)
 {
@@ -295,13 +308,10 @@ ssize_t uw_mpa_fpdu_copy(uw_mpa_fpdu *f, uint8_t *out, size_t cap, const struct 
     put_be16(len_be, n);
     while (lg < L) {
         if (wire == next_mk) {
-            uint32_t ptr = wire == 0 ? 0 : wire - hdr;
             if (wire + UW_MPA_MARKER_LEN > cap)
                 return UW_ENOBUFS;
-            if (ptr > UINT16_MAX)
-                return UW_EMSGSIZE; /* FPDUPTR is 16 bits (RFC 5044 4.2) */
-            put_be16(out + wire, 0);
-            put_be16(out + wire + 2, ptr);
+            if (put_marker(out + wire, wire == 0 ? 0 : wire - hdr) < 0)
+                return UW_EMSGSIZE;
             wire += UW_MPA_MARKER_LEN;
             next_mk += UW_MPA_MARKER_INTERVAL;
             continue;
@@ -316,11 +326,8 @@ ssize_t uw_mpa_fpdu_copy(uw_mpa_fpdu *f, uint8_t *out, size_t cap, const struct 
             src_off += step;
             lg += step;
             wire += step;
-            uint32_t ptr = wire - hdr;
-            if (ptr > UINT16_MAX)
+            if (put_marker(out + wire, wire - hdr) < 0)
                 return UW_EMSGSIZE;
-            put_be16(out + wire, 0);
-            put_be16(out + wire + 2, ptr);
             wire += UW_MPA_MARKER_LEN;
             next_mk += UW_MPA_MARKER_INTERVAL;
             continue;
@@ -358,7 +365,8 @@ ssize_t uw_mpa_fpdu_copy(uw_mpa_fpdu *f, uint8_t *out, size_t cap, const struct 
     uint32_t v = 0;
     if (flags & UW_MPA_CRC)
         v = uw_crc32c_final(uw_crc32c_update(uw_crc32c_init(), out, crc_at));
-    uint8_t le[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    uint8_t le[4];
+    put_crc(le, v);
     /* A marker can split the CRC field once: write it around the marker. */
     for (uint32_t k = 0, at = crc_at; k < 4; at++) {
         if ((pos + at) % UW_MPA_MARKER_INTERVAL == 0 && at != crc_at) {
