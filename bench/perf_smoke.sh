@@ -36,6 +36,12 @@ grep -q '"fpdu":1448' "$tmp/out.json" || { echo "FAIL: --fpdu not reported"; exi
 timeout 60 "$PERF" 127.0.0.1 $PORT --json --iters 100 --repeat 2 --op send --size 64 --lat --vs-tcp >"$tmp/out.json"
 grep -q '"ratio_lat_p50_paired"' "$tmp/out.json" || { echo "FAIL: no paired ratio with --repeat"; cat "$tmp/out.json"; exit 1; }
 echo "ok: --repeat 2 paired ratios"
+# Lists of requests per call: every message is counted once, on both
+# transports, when the count is not a multiple of the list length.
+run --op write --size 4K --vs-tcp --post-list 0 --iters 203
+[ "$(grep -c '"bytes":831488,' "$tmp/out.json")" -eq 2 ] || { echo "FAIL: --post-list 0 did not move 203 messages on both"; cat "$tmp/out.json"; exit 1; }
+run --op send --size 1K --vs-tcp --post-list 5 --iters 203
+[ "$(grep -c '"bytes":207872,' "$tmp/out.json")" -eq 2 ] || { echo "FAIL: --post-list 5 did not move 203 messages on both"; cat "$tmp/out.json"; exit 1; }
 run --op write --size 16K --vs-tcp --tcp-crc
 grep -q '"transport":"tcp+crc"' "$tmp/out.json" || { echo "FAIL: no tcp+crc line"; exit 1; }
 grep -q '"baseline":"tcp+crc"' "$tmp/out.json" || { echo "FAIL: ratio not against tcp+crc"; exit 1; }

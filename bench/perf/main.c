@@ -29,6 +29,10 @@ static void usage(FILE *f)
                "  --iters N              messages per measurement instead of a duration\n"
                "  --qps N                connections (default 1)\n"
                "  --depth N              outstanding work requests per connection (default 16)\n"
+               "  --post-list N          requests per call on both transports: uwarp hands\n"
+               "                         up to N work requests to one uw_post_send(), TCP\n"
+               "                         writes N messages with one sendmsg() (default 1;\n"
+               "                         0: depth)\n"
                "  --bw                   throughput and message rate (default)\n"
                "  --lat                  ping-pong latency of Sends (mean, p50, p99, p99.9;\n"
                "                         one way = RTT/2)\n"
@@ -105,10 +109,12 @@ static void print_one(const perf_cfg *c, const char *transport, const perf_res *
     double cs = r->bytes ? r->cpu_server_ns / (double)r->bytes : 0;
     if (json) {
         printf("{\"op\":\"%s\",\"size\":%u,\"transport\":\"%s\",\"crc\":%s,\"markers\":%s,"
-               "\"qps\":%u,\"depth\":%u,\"fpdu\":%u,\"busy_poll\":%s,\"cc\":\"%s\",\"secs\":%.3f,"
+               "\"qps\":%u,\"depth\":%u,\"post_list\":%u,\"fpdu\":%u,\"busy_poll\":%s,"
+               "\"cc\":\"%s\",\"secs\":%.3f,"
                "\"bytes\":%llu,\"bw_gbps\":%.4f,\"msg_rate\":%.1f",
                op_name(c->op), c->size, transport, c->crc ? "true" : "false",
-               c->markers ? "true" : "false", c->qps, c->depth, c->fpdu, c->busy ? "true" : "false",
+               c->markers ? "true" : "false", c->qps, c->depth, c->post_list, c->fpdu,
+               c->busy ? "true" : "false",
                c->cc ? c->cc : "", r->secs, (unsigned long long)r->bytes, gbps, rate);
         if (c->lat)
             printf(",\"lat_us\":{\"mean\":%.2f,\"p50\":%.2f,\"p99\":%.2f,\"p999\":%.2f}",
@@ -195,6 +201,7 @@ int main(int argc, char **argv)
     perf_cfg c = {.op = OP_WRITE,
                   .size = 65536,
                   .depth = 16,
+                  .post_list = 1,
                   .qps = 1,
                   .duration = 2,
                   .crc = true,
@@ -211,7 +218,8 @@ int main(int argc, char **argv)
         {"busy-poll", 0, 0, 'b'}, {"cpu", 0, 0, 'c'},     {"vs-tcp", 0, 0, 'v'},
         {"tcp-only", 0, 0, 'T'},  {"repeat", 1, 0, 'R'},  {"cc", 1, 0, 'g'},
         {"json", 0, 0, 'j'},      {"timeout", 1, 0, 't'}, {"fpdu", 1, 0, 'F'},
-        {"tcp-crc", 0, 0, 'K'},   {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
+        {"tcp-crc", 0, 0, 'K'},   {"help", 0, 0, 'h'},    {"post-list", 1, 0, 'P'},
+        {0, 0, 0, 0}};
     int o;
     bool ok = true;
     while ((o = getopt_long(argc, argv, "l:h", lo, NULL)) != -1) {
@@ -246,6 +254,10 @@ int main(int argc, char **argv)
         case 'D':
             c.depth = (uint32_t)atoi(optarg);
             ok &= c.depth >= 1 && c.depth <= 1024;
+            break;
+        case 'P':
+            c.post_list = (uint32_t)atoi(optarg);
+            ok &= atoi(optarg) >= 0 && atoi(optarg) <= 1024;
             break;
         case 'L':
             c.lat = true;
@@ -373,8 +385,9 @@ int main(int argc, char **argv)
         list[nsz++] = c.size;
     }
     if (!json)
-        printf("# uwarp-perf %s%s, qps %u, depth %u, %s, cc %s, repeat %d\n",
+        printf("# uwarp-perf %s%s, qps %u, depth %u, post-list %u, %s, cc %s, repeat %d\n",
                c.lat ? "latency" : "throughput", c.busy ? " busy-poll" : "", c.qps, c.depth,
+               c.post_list,
                c.iters ? "fixed iterations" : "timed", c.cc ? c.cc : "default", repeat);
     if (!json)
         printf("%-6s %-5s %9s %-6s %9s %12s\n", "xport", "op", "size", "mode", "GB/s", "msg/s");

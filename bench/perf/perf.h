@@ -14,6 +14,7 @@ typedef struct perf_cfg {
     bool lat;
     uint32_t size;
     uint32_t depth;
+    uint32_t post_list; /* requests per uw_post_send(), messages per TCP sendmsg() (0: depth) */
     unsigned qps;
     double duration;   /* seconds; used when iters == 0 */
     uint64_t iters;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -61,6 +62,36 @@ static int full_io(int fd, void *buf, size_t n, bool wr, bool busy)
 }
 
 /* One test on an accepted connection. */
+/* count messages of n octets, all from buf, written with sendmsg() calls
+ * of count iovecs (fewer after a partial write). */
+static int full_iov(int fd, const uint8_t *buf, size_t n, uint32_t count, bool busy)
+{
+    if (count <= 1)
+        return count ? full_io(fd, (void *)buf, n, true, busy) : 0;
+    struct iovec iov[1024];
+    uint32_t first = 0;
+    size_t off = 0; /* octets of message first already written */
+    int fl = MSG_NOSIGNAL | (busy ? MSG_DONTWAIT : 0);
+    while (first < count) {
+        size_t k = 0;
+        for (uint32_t j = first; j < count && k < 1024; j++, k++) {
+            iov[k].iov_base = (void *)(buf + (j == first ? off : 0));
+            iov[k].iov_len = n - (j == first ? off : 0);
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = k};
+        ssize_t r = sendmsg(fd, &mh, fl);
+        if (r < 0) {
+            if (errno != EAGAIN && errno != EINTR)
+                return -1;
+            continue;
+        }
+        off += (size_t)r;
+        first += (uint32_t)(off / n);
+        off %= n;
+    }
+    return 0;
+}
+
 static void serve(int fd)
 {
     uint8_t hdr[PERF_HDR_LEN];
@@ -226,14 +257,23 @@ int perf_tcp_client(const char *host, int port, const perf_cfg *c, perf_res *r)
         for (unsigned i = 0; i < nq; i++)
             full_io(fds[i], req, 4, true, c->busy);
     } else {
+        /* --post-list: as many messages per system call as uwarp may hand
+         * over in one uw_post_send() call (depth when it is 0). */
+        uint32_t batch = c->post_list ? c->post_list : c->depth;
+        if (batch > c->depth)
+            batch = c->depth;
         for (bool stop = false; !stop;) {
             for (unsigned i = 0; i < nq; i++) {
-                crc_pass(c, buf, c->size, &sink);
-                if (full_io(fds[i], buf, c->size, true, c->busy) < 0) {
+                uint32_t b = batch;
+                if (c->iters && b > c->iters - done)
+                    b = (uint32_t)(c->iters - done);
+                for (uint32_t j = 0; j < b; j++)
+                    crc_pass(c, buf, c->size, &sink);
+                if (full_iov(fds[i], buf, c->size, b, c->busy) < 0) {
                     snprintf(r->err, sizeof(r->err), "tcp write failed");
                     goto out_s;
                 }
-                done++;
+                done += b;
             }
             stop = c->iters ? done >= c->iters : perf_now_ns() >= tend;
         }

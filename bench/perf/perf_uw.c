@@ -278,20 +278,34 @@ static int client_wc(cconn *k, const uw_wc *wc, double *rtt_done)
     return 0;
 }
 
-static int post_data(cconn *k, const perf_cfg *c)
+/* Posts n data requests (n >= 1) in one call, as a list: an application
+ * with several messages queued hands them over together, and the library can
+ * then write them to the socket with one system call. */
+static int post_data_n(cconn *k, const perf_cfg *c, unsigned n)
 {
     uw_sge s = {(uint64_t)(uintptr_t)k->data, c->size, uw_mr_stag(k->mr)};
-    uw_send_wr w = {.wr_id = 1, .flags = UW_SEND_SIGNALED, .sg_list = &s, .num_sge = 1,
-                    .remote_addr = k->raddr, .rkey = k->rkey};
-    w.opcode = c->op == OP_WRITE ? UW_WR_RDMA_WRITE
-               : c->op == OP_READ ? UW_WR_RDMA_READ : UW_WR_SEND;
-    int r = uw_post_send(k->qp, &w, 1, NULL);
-    if (r == 0) {
-        k->outstanding++;
-        if (c->op == OP_SEND)
-            k->credits--;
+    uw_send_wr w[64];
+    if (n > 64)
+        n = 64;
+    for (unsigned i = 0; i < n; i++) {
+        w[i] = (uw_send_wr){.wr_id = 1, .flags = UW_SEND_SIGNALED, .sg_list = &s, .num_sge = 1,
+                            .remote_addr = k->raddr, .rkey = k->rkey};
+        w[i].opcode = c->op == OP_WRITE ? UW_WR_RDMA_WRITE
+                      : c->op == OP_READ ? UW_WR_RDMA_READ : UW_WR_SEND;
     }
-    return r;
+    int r = uw_post_send(k->qp, w, (int)n, NULL);
+    if (r < 0)
+        return r;
+    k->outstanding += n;
+    if (c->op == OP_SEND)
+        k->credits -= n;
+    return (int)n;
+}
+
+static int post_data(cconn *k, const perf_cfg *c)
+{
+    int r = post_data_n(k, c, 1);
+    return r < 0 ? r : 0;
 }
 
 int perf_uw_client(const char *host, int port, const perf_cfg *c, perf_res *r)
@@ -407,11 +421,19 @@ int perf_uw_client(const char *host, int port, const perf_cfg *c, perf_res *r)
             for (unsigned i = 0; i < nq && !stop; i++)
                 while (k[i].outstanding < c->depth && (c->op != OP_SEND || k[i].credits) &&
                        !stop) {
-                    if (post_data(&k[i], c) < 0) {
-                        client_fail(r, "post", UW_EPERM);
+                    unsigned n = c->depth - k[i].outstanding;
+                    if (c->op == OP_SEND && n > k[i].credits)
+                        n = k[i].credits;
+                    if (c->post_list && n > c->post_list)
+                        n = c->post_list;
+                    if (c->iters && n > c->iters - posted)
+                        n = (unsigned)(c->iters - posted);
+                    int e = post_data_n(&k[i], c, n);
+                    if (e < 0) {
+                        client_fail(r, "post", e);
                         goto out_s;
                     }
-                    posted++;
+                    posted += (uint64_t)e;
                     if (c->iters && posted >= c->iters)
                         stop = true;
                 }
