@@ -13,6 +13,10 @@ static struct uw__txf *frame_new(uw_qp *qp)
     uint32_t i = (qp->txf_head + qp->txf_count) % UW__TX_FRAMES;
     struct uw__txf *f = &qp->txf[i];
     f->iov = qp->txiov + (size_t)i * qp->txf_iov;
+    if (qp->txb_pos + UW__TXB_FRAME > UW__TXB_CAP)
+        qp->txb_pos = 0;
+    f->b = qp->txb + qp->txb_pos;
+    f->hdr = f->b + 2;
     f->kind = UW__TXK_NONE;
     f->ref = 0;
     f->slot = false;
@@ -59,8 +63,11 @@ static void frame_commit(uw_qp *qp, struct uw__txf *f, size_t hlen, const struct
         }
     } else {
         uint32_t crc;
-        k = uw__fpdu_build_plain(f->lt, f->lt + 2, f->iov, qp->txf_iov, ul, npay + 1,
+        k = uw__fpdu_build_plain(f->b, f->hdr + hlen, f->iov, qp->txf_iov, ul, npay + 1,
                                  qp->flags_tx, &crc, &wire);
+        /* Only this path keeps its octets in txb; the others copied them. */
+        if (k > 0)
+            qp->txb_pos = (uint32_t)(f->hdr + hlen + uw__mpa_pad((uint32_t)n) + 4 - qp->txb);
     }
     /* Sizes are bounded by construction (MULPDU, UW_MAX_SGE, txf_iov). */
     f->iovcnt = k > 0 ? (uint16_t)k : 0;
@@ -317,18 +324,26 @@ int uw__qp_tx_iov(uw_qp *qp, struct iovec *iov, int cap)
     build(qp);
     int n = 0;
     size_t skip = qp->txf_off;
-    for (uint32_t i = 0; i < qp->txf_count && n < cap; i++) {
+    for (uint32_t i = 0; i < qp->txf_count; i++) {
         struct uw__txf *f = &qp->txf[(qp->txf_head + i) % UW__TX_FRAMES];
-        for (uint16_t k = 0; k < f->iovcnt && n < cap; k++) {
+        for (uint16_t k = 0; k < f->iovcnt; k++) {
             size_t l = f->iov[k].iov_len;
             if (skip >= l) {
                 skip -= l;
                 continue;
             }
-            iov[n].iov_base = (uint8_t *)f->iov[k].iov_base + skip;
-            iov[n].iov_len = l - skip;
+            uint8_t *b = (uint8_t *)f->iov[k].iov_base + skip;
+            /* A trailer and the next frame's headers sit side by side. */
+            if (n && (uint8_t *)iov[n - 1].iov_base + iov[n - 1].iov_len == b) {
+                iov[n - 1].iov_len += l - skip;
+            } else {
+                if (n == cap)
+                    return n;
+                iov[n].iov_base = b;
+                iov[n].iov_len = l - skip;
+                n++;
+            }
             skip = 0;
-            n++;
         }
     }
     return n;

@@ -128,10 +128,21 @@ struct uw__irq_ent {
     uint32_t off;
 };
 
+/* Octets a frame keeps in qp->txb: ULPDU_Length, headers, pad and CRC. */
+#define UW__TXB_FRAME (2u + UW__DDP_UNTAGGED_HLEN + UW__TERM_MAX_LEN + 3u + 4u)
+/* Frames are placed one after another and wrap early; with two frames of
+ * slack a new one never reaches the oldest still queued (qp_tx.c). */
+#define UW__TXB_CAP ((UW__TX_FRAMES + 2u) * UW__TXB_FRAME)
+
 /* One FPDU built for transmission. */
 struct uw__txf {
-    uint8_t lt[2 + 7]; /* ULPDU_Length, then pad and CRC (no markers) */
-    uint8_t hdr[UW__DDP_UNTAGGED_HLEN + UW__TERM_MAX_LEN];
+    /* In qp->txb: the length, then the headers (hdr), then pad and CRC.
+     * The next frame's octets start where these end, so in the gather a
+     * frame's trailer and the next frame's length and headers are one
+     * iovec: 2 per FPDU plus one, where 4 per FPDU made the kernel
+     * allocate an iovec array (more than 8) for every 64 KiB message. */
+    uint8_t *b;
+    uint8_t *hdr;
     struct iovec *iov; /* UW__TXF_IOV_PLAIN entries in qp->txiov */
     uint16_t iovcnt;
     bool slot;         /* its octets are in a transmit slot (qp->txs) */
@@ -246,6 +257,8 @@ struct uw_qp {
     uint32_t ord_out;     /* Read Requests on the wire awaiting their Response */
     struct uw__txf *txf;
     struct iovec *txiov;
+    uint8_t *txb;         /* UW__TXB_CAP: the frames' own octets */
+    uint32_t txb_pos;     /* where the next frame's octets go */
     uint32_t txf_iov;     /* iovecs per frame */
     /* With markers, frames are copied whole into fixed slots (qp_tx.c):
      * txs_n slots of txs_size octets, used and freed in frame order. */

@@ -135,6 +135,7 @@ int uw_qp_destroy(uw_qp *qp)
     c->alloc.free(c->alloc.ud, qp->rq);
     c->alloc.free(c->alloc.ud, qp->txf);
     c->alloc.free(c->alloc.ud, qp->txiov);
+    c->alloc.free(c->alloc.ud, qp->txb);
     c->alloc.free(c->alloc.ud, qp->txs);
     c->alloc.free(c->alloc.ud, qp->rx.stage);
     c->alloc.free(c->alloc.ud, qp);
@@ -343,6 +344,9 @@ void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t 
     qp->txf_iov = UW__TXF_IOV_PLAIN;
     c->alloc.free(c->alloc.ud, qp->txiov);
     qp->txiov = c->alloc.alloc(c->alloc.ud, (size_t)UW__TX_FRAMES * qp->txf_iov * sizeof(struct iovec));
+    c->alloc.free(c->alloc.ud, qp->txb);
+    qp->txb = c->alloc.alloc(c->alloc.ud, UW__TXB_CAP);
+    qp->txb_pos = 0;
     c->alloc.free(c->alloc.ud, qp->txs);
     qp->txs = NULL;
     if (mpa->markers_tx && qp->txiov) {
@@ -371,7 +375,7 @@ void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t 
             qp->rx.st_tail = n;
         }
     }
-    if (!qp->txiov || (mpa->markers_tx && !qp->txs) ||
+    if (!qp->txiov || !qp->txb || (mpa->markers_tx && !qp->txs) ||
         (mpa->markers_rx && qp->rx.stage_cap < UW__RX_STAGE_MARKERS)) {
         qp->state = UW_QPS_ERROR;
         qp->dead = true;
