@@ -426,6 +426,9 @@ int perf_uw_client(const char *host, int port, const perf_cfg *c, perf_res *r)
                         n = k[i].credits;
                     if (c->post_list && n > c->post_list)
                         n = c->post_list;
+                    /* The TCP baseline asks for one Read at a time. */
+                    if (c->op == OP_READ)
+                        n = 1;
                     if (c->iters && n > c->iters - posted)
                         n = (unsigned)(c->iters - posted);
                     int e = post_data_n(&k[i], c, n);
