@@ -44,8 +44,18 @@ capture() {
     exit 77
 }
 
+# dumpcap stops reading at SIGINT: packets still queued for it are lost.
+# Under load (ASan, ctest -j2) it can lag the traffic by more than a fixed
+# pause (a CI run once lost a 32 KiB segment that way), so wait until the
+# file has stopped growing, for up to 10 s.
 stop_capture() {
-    sleep 0.3
+    local pcap=$1 last=-1 size stable=0 i
+    for ((i = 0; i < 50 && stable < 3; i++)); do
+        sleep 0.2
+        size=$(stat -c %s "$pcap" 2>/dev/null || echo 0)
+        if [ "$size" = "$last" ]; then stable=$((stable + 1)); else stable=0; fi
+        last=$size
+    done
     kill -INT "$TSPID" 2>/dev/null
     wait_rc "$TSPID" 10
 }
@@ -131,7 +141,7 @@ run_case() {
     local irc=$WRC
     wait_rc "$RPID" 20
     expect_eq "$name: rcs" "0 0" "$irc $WRC"
-    stop_capture
+    stop_capture "$TMP/$name.pcapng"
     expect_true "$name: data to responder" cmp -s "$in_i" "$(f "$name.r").out"
     expect_true "$name: data to initiator" cmp -s "$in_r" "$(f "$name.i").out"
     check_capture "$name" "$rev" "$in_i" "$in_r" "$msgs_i" "$msgs_r"
