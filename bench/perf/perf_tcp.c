@@ -61,7 +61,6 @@ static int full_io(int fd, void *buf, size_t n, bool wr, bool busy)
     return 0;
 }
 
-/* One test on an accepted connection. */
 /* count messages of n octets, all from buf, written with sendmsg() calls
  * of count iovecs (fewer after a partial write). */
 static int full_iov(int fd, const uint8_t *buf, size_t n, uint32_t count, bool busy)
@@ -92,6 +91,7 @@ static int full_iov(int fd, const uint8_t *buf, size_t n, uint32_t count, bool b
     return 0;
 }
 
+/* One test on an accepted connection. */
 static void serve(int fd)
 {
     uint8_t hdr[PERF_HDR_LEN];
