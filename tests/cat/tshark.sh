@@ -21,18 +21,43 @@ fi
 # SMB Direct heuristics claim random Send payloads: only iWARP may decode.
 DECODE=(--disable-protocol tls --disable-protocol rpcordma --disable-protocol smb_direct)
 
-# capture NAME PORT: starts tshark on lo for PORT; sets TSPID. Exits 77 when
-# capturing is not permitted.
+# The capture is bracketed by UDP datagrams to a port nobody listens on.
+# dumpcap says "Capturing on" before it reads anything, and stops reading at
+# SIGINT with packets still queued for it; under load (ASan, ctest -j2) it
+# lags the traffic by seconds, and fixed pauses lost the first packets or a
+# 32 KiB segment in the middle of a case. A datagram sent before the
+# connection and one sent after it are in the file only once dumpcap has
+# read everything before them.
+SENTINEL_PORT=9 # discard
+
+# sentinel NAME WORD: sends WORD and waits (up to 30 s) until the capture file
+# holds it. Returns 1 if it never shows up.
+sentinel() {
+    local name=$1 word=$2 i
+    for ((i = 0; i < 60; i++)); do
+        echo "$word" >/dev/udp/127.0.0.1/$SENTINEL_PORT 2>/dev/null || true
+        sleep 0.5
+        if tshark -r "$TMP/$name.pcapng" -Y "udp.dstport == $SENTINEL_PORT" -T fields -e data.text \
+            -o data.show_as_text:TRUE 2>/dev/null | grep -q "$word"; then
+            return 0
+        fi
+    done
+    return 1
+}
+
+# capture NAME PORT: starts tshark on lo for PORT; sets TSPID once it
+# captures. Exits 77 when capturing is not permitted.
 capture() {
     local name=$1 port=$2 i
-    tshark -i lo -B 64 -f "tcp port $port" -w "$TMP/$name.pcapng" 2>"$TMP/$name.tshark.err" &
+    tshark -i lo -B 64 -f "tcp port $port or (udp dst port $SENTINEL_PORT)" \
+        -w "$TMP/$name.pcapng" 2>"$TMP/$name.tshark.err" &
     TSPID=$!
     BG_PIDS+=("$TSPID")
     for ((i = 0; i < 200; i++)); do
         if grep -q "Capturing on" "$TMP/$name.tshark.err" 2>/dev/null; then
-            # dumpcap reports before its first read; give it a moment.
-            sleep 0.5
-            return
+            sentinel "$name" "start-$name" && return
+            echo "SKIP: tshark captured nothing on lo in 30 s"
+            exit 77
         fi
         if ! kill -0 "$TSPID" 2>/dev/null; then
             echo "SKIP: cannot capture on lo: $(cat "$TMP/$name.tshark.err")"
@@ -44,18 +69,9 @@ capture() {
     exit 77
 }
 
-# dumpcap stops reading at SIGINT: packets still queued for it are lost.
-# Under load (ASan, ctest -j2) it can lag the traffic by more than a fixed
-# pause (a CI run once lost a 32 KiB segment that way), so wait until the
-# file has stopped growing, for up to 10 s.
 stop_capture() {
-    local pcap=$1 last=-1 size stable=0 i
-    for ((i = 0; i < 50 && stable < 3; i++)); do
-        sleep 0.2
-        size=$(stat -c %s "$pcap" 2>/dev/null || echo 0)
-        if [ "$size" = "$last" ]; then stable=$((stable + 1)); else stable=0; fi
-        last=$size
-    done
+    local name=$1
+    sentinel "$name" "end-$name" || fail "$name: the capture did not catch up in 30 s"
     kill -INT "$TSPID" 2>/dev/null
     wait_rc "$TSPID" 10
 }
@@ -141,7 +157,7 @@ run_case() {
     local irc=$WRC
     wait_rc "$RPID" 20
     expect_eq "$name: rcs" "0 0" "$irc $WRC"
-    stop_capture "$TMP/$name.pcapng"
+    stop_capture "$name"
     expect_true "$name: data to responder" cmp -s "$in_i" "$(f "$name.r").out"
     expect_true "$name: data to initiator" cmp -s "$in_r" "$(f "$name.i").out"
     check_capture "$name" "$rev" "$in_i" "$in_r" "$msgs_i" "$msgs_r"
