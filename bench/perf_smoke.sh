@@ -23,6 +23,7 @@ run() {
   echo "ok: $* ($n lines)"
 }
 run --op write --size 64K --vs-tcp --cpu
+grep -q '"host_steal":' "$tmp/out.json" || { echo "FAIL: no host_steal"; cat "$tmp/out.json"; exit 1; }
 run --op read --size 4K --vs-tcp
 run --op send --size 1K --vs-tcp
 run --op send --size 64 --lat --vs-tcp
@@ -42,6 +43,10 @@ run --op write --size 4K --vs-tcp --post-list 0 --iters 203
 [ "$(grep -c '"bytes":831488,' "$tmp/out.json")" -eq 2 ] || { echo "FAIL: --post-list 0 did not move 203 messages on both"; cat "$tmp/out.json"; exit 1; }
 run --op send --size 1K --vs-tcp --post-list 5 --iters 203
 [ "$(grep -c '"bytes":207872,' "$tmp/out.json")" -eq 2 ] || { echo "FAIL: --post-list 5 did not move 203 messages on both"; cat "$tmp/out.json"; exit 1; }
+# --max-steal 0 may measure a run again, at most --repeat times more: it
+# must still end with one figure per transport.
+run --op write --size 4K --vs-tcp --repeat 2 --max-steal 0
+[ "$(grep -c '"transport":"\(uwarp\|tcp\)"' "$tmp/out.json")" -eq 2 ] || { echo "FAIL: --max-steal"; cat "$tmp/out.json"; exit 1; }
 run --op write --size 16K --vs-tcp --tcp-crc
 grep -q '"transport":"tcp+crc"' "$tmp/out.json" || { echo "FAIL: no tcp+crc line"; exit 1; }
 grep -q '"baseline":"tcp+crc"' "$tmp/out.json" || { echo "FAIL: ratio not against tcp+crc"; exit 1; }

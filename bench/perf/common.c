@@ -17,6 +17,32 @@ uint64_t perf_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+void perf_cpustat_read(perf_cpustat *s)
+{
+    memset(s, 0, sizeof(*s));
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f)
+        return;
+    /* cpu user nice system idle iowait irq softirq steal ...; guest time is
+     * already inside user, so the first eight fields are the whole. */
+    unsigned long long v[8];
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &v[6], &v[7]) == 8) {
+        for (int i = 0; i < 8; i++)
+            s->total += v[i];
+        s->steal = v[7];
+        s->ok = true;
+    }
+    fclose(f);
+}
+
+double perf_steal_share(const perf_cpustat *a, const perf_cpustat *b)
+{
+    if (!a->ok || !b->ok || b->total <= a->total)
+        return -1;
+    return (double)(b->steal - a->steal) / (double)(b->total - a->total);
+}
+
 uint64_t perf_cpu_ns(void)
 {
     struct rusage ru;

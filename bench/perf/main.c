@@ -50,6 +50,9 @@ static void usage(FILE *f)
                "  --repeat N             measure each configuration N times, report the median "
                "(default 1);\n"
                "                         with --vs-tcp the two transports take turns\n"
+               "  --max-steal PCT        measure a run again when the hypervisor took more than\n"
+               "                         PCT%% of the CPUs meanwhile (steal; at most --repeat\n"
+               "                         extra runs); every run reports its steal\n"
                "  --cc NAME              TCP congestion control for both transports (default: the "
                "system's)\n"
                "  --json                 one JSON object per line per measurement\n"
@@ -77,6 +80,10 @@ static const char *op_name(int op)
 {
     return op == OP_WRITE ? "write" : op == OP_READ ? "read" : "send";
 }
+
+/* Above this share of stolen CPU time a run's figures are not to be trusted
+ * at the 5% level (two 3 s runs of the same thing differed by 1.5x at 30%). */
+#define STEAL_WARN 0.05
 
 static char default_cc[32];
 
@@ -119,7 +126,11 @@ static void print_one(const perf_cfg *c, const char *transport, const perf_res *
         if (c->lat)
             printf(",\"lat_us\":{\"mean\":%.2f,\"p50\":%.2f,\"p99\":%.2f,\"p999\":%.2f}",
                    r->lat_mean, r->lat_p50, r->lat_p99, r->lat_p999);
-        printf(",\"cpu_ns_per_byte\":{\"client\":%.4f,\"server\":%.4f}}\n", cc, cs);
+        printf(",\"cpu_ns_per_byte\":{\"client\":%.4f,\"server\":%.4f}", cc, cs);
+        if (r->steal >= 0)
+            printf(",\"host_steal\":%.4f}\n", r->steal);
+        else
+            printf(",\"host_steal\":null}\n");
     } else {
         printf("%-6s %-5s %9u %-6s %9.3f %12.0f", transport, op_name(c->op), c->size,
                c->markers ? "mk" : (c->crc ? "crc" : "nocrc"), gbps, rate);
@@ -128,6 +139,8 @@ static void print_one(const perf_cfg *c, const char *transport, const perf_res *
                    r->lat_p99, r->lat_p999);
         if (cpu)
             printf("  cpu ns/B client %.3f server %.3f", cc, cs);
+        if (r->steal >= 0)
+            printf("  steal %.0f%%", r->steal * 100);
         printf("\n");
     }
     fflush(stdout);
@@ -135,7 +148,11 @@ static void print_one(const perf_cfg *c, const char *transport, const perf_res *
 
 static int one_run(const char *host, int port, perf_cfg *c, bool tcp, perf_res *r)
 {
+    perf_cpustat s0, s1;
+    perf_cpustat_read(&s0);
     int e = tcp ? perf_tcp_client(host, port + 1, c, r) : perf_uw_client(host, port, c, r);
+    perf_cpustat_read(&s1);
+    r->steal = perf_steal_share(&s0, &s1);
     if (e < 0)
         fprintf(stderr, "uwarp-perf: %s %s %u: %s\n", tcp ? "tcp" : "uwarp", op_name(c->op),
                 c->size, r->err);
@@ -163,19 +180,39 @@ static double median_of(double *v, int n)
  * turns, so that both see the same background noise (on a shared VM it comes
  * in bursts of seconds), and keeps each transport's median. Also the median
  * of the ratios of adjacent uwarp/TCP pairs (*paired_bw, *paired_lat): a
- * burst that slows one pair then moves one ratio, not a whole median. */
+ * burst that slows one pair then moves one ratio, not a whole median.
+ * With max_steal >= 0 a pair during which the hypervisor took more than that
+ * share of the CPUs is measured again, at most repeat times in all, so that
+ * a noisy hour still ends. *worst_steal: the most any kept run saw. */
 static int measure(const char *host, int port, perf_cfg *c, bool do_u, bool do_t, int repeat,
-                   perf_res *ru, perf_res *rt, double *paired_bw, double *paired_lat)
+                   double max_steal, perf_res *ru, perf_res *rt, double *paired_bw,
+                   double *paired_lat, double *worst_steal)
 {
     perf_res us[16], ts[16];
     double pb[16], pl[16];
     if (repeat > 16)
         repeat = 16;
+    int again = repeat;
+    *worst_steal = -1;
     for (int i = 0; i < repeat; i++) {
         if (do_u && one_run(host, port, c, false, &us[i]) < 0)
             return -1;
         if (do_t && one_run(host, port, c, true, &ts[i]) < 0)
             return -1;
+        double st = do_u ? us[i].steal : -1;
+        if (do_t && ts[i].steal > st)
+            st = ts[i].steal;
+        if (max_steal >= 0 && st > max_steal && again > 0) {
+            again--;
+            fprintf(stderr,
+                    "uwarp-perf: run %d of %d saw %.0f%% steal (over --max-steal %.0f): "
+                    "measuring it again\n",
+                    i + 1, repeat, st * 100, max_steal * 100);
+            i--;
+            continue;
+        }
+        if (st > *worst_steal)
+            *worst_steal = st;
         if (do_u && do_t) {
             pb[i] = bw_of(&ts[i]) > 0 ? bw_of(&us[i]) / bw_of(&ts[i]) : 0;
             pl[i] = ts[i].lat_p50 > 0 ? us[i].lat_p50 / ts[i].lat_p50 : 0;
@@ -210,6 +247,7 @@ int main(int argc, char **argv)
     const char *listen_at = NULL, *sizes = NULL;
     bool json = false, vs_tcp = false, tcp_only = false, cpu = false;
     int repeat = 1;
+    double max_steal = -1;
     static const struct option lo[] = {
         {"op", 1, 0, 'o'},        {"size", 1, 0, 's'},    {"sizes", 1, 0, 'S'},
         {"duration", 1, 0, 'd'},  {"iters", 1, 0, 'n'},   {"qps", 1, 0, 'q'},
@@ -219,7 +257,7 @@ int main(int argc, char **argv)
         {"tcp-only", 0, 0, 'T'},  {"repeat", 1, 0, 'R'},  {"cc", 1, 0, 'g'},
         {"json", 0, 0, 'j'},      {"timeout", 1, 0, 't'}, {"fpdu", 1, 0, 'F'},
         {"tcp-crc", 0, 0, 'K'},   {"help", 0, 0, 'h'},    {"post-list", 1, 0, 'P'},
-        {0, 0, 0, 0}};
+        {"max-steal", 1, 0, 'X'}, {0, 0, 0, 0}};
     int o;
     bool ok = true;
     while ((o = getopt_long(argc, argv, "l:h", lo, NULL)) != -1) {
@@ -297,6 +335,10 @@ int main(int argc, char **argv)
         case 'R':
             repeat = atoi(optarg);
             ok &= repeat >= 1 && repeat <= 16;
+            break;
+        case 'X':
+            max_steal = atof(optarg) / 100;
+            ok &= max_steal >= 0 && max_steal <= 1;
             break;
         case 'g':
             c.cc = optarg;
@@ -400,9 +442,16 @@ int main(int argc, char **argv)
         bool have_u = false, have_t = false;
         have_u = !tcp_only;
         have_t = vs_tcp || tcp_only;
-        double pbw = 0, plat = 0;
-        if (measure(host, port, &c, have_u, have_t, repeat, &ru, &rt, &pbw, &plat) < 0)
+        double pbw = 0, plat = 0, worst = -1;
+        if (measure(host, port, &c, have_u, have_t, repeat, max_steal, &ru, &rt, &pbw, &plat,
+                    &worst) < 0)
             return 2;
+        if (worst > STEAL_WARN && worst > max_steal)
+            fprintf(stderr,
+                    "uwarp-perf: warning: the hypervisor took up to %.0f%% of this machine's CPU "
+                    "time during these runs (steal); figures move with it. Compare paired "
+                    "ratios, measure more (--repeat), or keep only quiet runs (--max-steal)\n",
+                    worst * 100);
         if (have_u)
             print_one(&c, "uwarp", &ru, json, cpu);
         if (have_t)

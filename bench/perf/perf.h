@@ -32,6 +32,7 @@ typedef struct perf_res {
     uint64_t bytes, msgs;
     double cpu_client_ns, cpu_server_ns; /* user+sys */
     double lat_mean, lat_p50, lat_p99, lat_p999; /* microseconds, one way (RTT/2) */
+    double steal; /* share of all CPU time the hypervisor took meanwhile; < 0: unknown */
     char err[256];
 } perf_res;
 
@@ -42,6 +43,17 @@ void perf_hdr_encode(const perf_cfg *c, uint8_t out[PERF_HDR_LEN]);
 int perf_hdr_decode(const uint8_t in[PERF_HDR_LEN], perf_cfg *c);
 
 uint64_t perf_now_ns(void);
+
+/* Steal time: on a shared VM the hypervisor runs other guests on our CPUs,
+ * and both transports slow down by whatever it takes. Read before and after
+ * a run; perf_steal_share() is the share of the machine's CPU time stolen in
+ * between, or -1 when /proc/stat does not say. */
+typedef struct perf_cpustat {
+    uint64_t steal, total;
+    bool ok;
+} perf_cpustat;
+void perf_cpustat_read(perf_cpustat *s);
+double perf_steal_share(const perf_cpustat *before, const perf_cpustat *after);
 uint64_t perf_cpu_ns(void);
 void perf_lat_stats(double *samples, size_t n, perf_res *r);
 void perf_put64(uint8_t *p, uint64_t v);
