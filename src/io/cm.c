@@ -275,7 +275,7 @@ static void fill_event(uw_qp *qp, uw_cm_event *ev, int type, const uw_mpa_frame 
     }
 }
 
-static uint32_t mulpdu_of(uw_qp *qp, bool markers)
+uint32_t uw__cm_mulpdu(uw_qp *qp, bool markers)
 {
     int mss = 0;
     socklen_t l = sizeof(mss);
@@ -352,7 +352,7 @@ int uw_accept(uw_qp *qp, const uw_conn_param *p)
         uw__listener_update(qp->listener);
         qp->listener = NULL;
     }
-    uw__qp_start(qp, &qp->mpa, false, mulpdu_of(qp, qp->mpa.markers_tx), 0, 0);
+    uw__qp_start(qp, &qp->mpa, false, uw__cm_mulpdu(qp, qp->mpa.markers_tx), 0, 0);
     qp->cm = UW__CM_RTS;
     /* Peer-to-peer: established once the RTR is in (uw__cm_rtr_arrived). */
     if (qp->mpa.p2p)
@@ -410,7 +410,7 @@ static int got_reply(uw_qp *qp)
          * (codes 6 and 7), which needs the negotiated framing. */
         uw_mpa_params prm = qp->mpa;
         prm.ddp_version = 1;
-        uw__qp_start(qp, &prm, true, mulpdu_of(qp, prm.markers_tx), 0, 0);
+        uw__qp_start(qp, &prm, true, uw__cm_mulpdu(qp, prm.markers_tx), 0, 0);
         qp->rtr_pending_tx = false;
         uw__qp_terminate(qp, r, NULL, NULL);
         qp->cm = UW__CM_RTS;
@@ -419,7 +419,7 @@ static int got_reply(uw_qp *qp)
     }
     if (r < 0)
         return r;
-    uw__qp_start(qp, &qp->mpa, true, mulpdu_of(qp, qp->mpa.markers_tx), 0, 0);
+    uw__qp_start(qp, &qp->mpa, true, uw__cm_mulpdu(qp, qp->mpa.markers_tx), 0, 0);
     qp->cm = UW__CM_RTS;
     uw__set_deadline(qp, 0);
     fill_event(qp, &ev, UW_CM_ESTABLISHED, &qp->rep);

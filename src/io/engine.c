@@ -167,6 +167,19 @@ static ssize_t sock_write(int fd, const struct iovec *iov, int n)
     return sendmsg(fd, &mh, fl);
 }
 
+static void emss_check(uw_qp *qp, size_t sent)
+{
+    if (sent < qp->emss_left) {
+        qp->emss_left -= (uint32_t)sent;
+        return;
+    }
+    uint32_t m = uw__cm_mulpdu(qp, qp->flags_tx & UW_MPA_MARKERS);
+    qp->mulpdu = m < qp->mulpdu_max ? m : qp->mulpdu_max;
+    if (qp->emss_every < UW__EMSS_LAST)
+        qp->emss_every *= 2;
+    qp->emss_left = qp->emss_every;
+}
+
 static int do_tx(uw_qp *qp)
 {
     int round;
@@ -183,6 +196,7 @@ static int do_tx(uw_qp *qp)
             return -errno;
         }
         uw__qp_tx_advance(qp, (size_t)w);
+        emss_check(qp, (size_t)w);
         if (qp->term_done) {
             term_written(qp);
             return 0;

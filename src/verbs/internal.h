@@ -33,10 +33,16 @@
 #define UW__RX_LOOKAHEAD 32u
 /* A direct read ends with this much staging room: the trailer, a small FPDU
  * that often follows (the last piece of a message a little longer than a
- * multiple of MULPDU: a 64 KiB Write on loopback is 2 x 32,720 + 96 octets)
+ * multiple of MULPDU: a 64 KiB Write on loopback is 64,754 + 782 octets)
  * and the next header all come with the same system call; at most this much
  * of the next payload is then copied. */
-#define UW__RX_TAIL 512u
+#define UW__RX_TAIL 1024u
+/* RFC 5044 4.5: the MULPDU follows the EMSS. Linux bounds a new connection's
+ * MSS by half the peer's first window (32 KiB on loopback against 64 KiB
+ * later), so the transmitter reads TCP_MAXSEG again after this many octets,
+ * then after twice as many each time, up to every UW__EMSS_LAST. */
+#define UW__EMSS_FIRST (64u * 1024)
+#define UW__EMSS_LAST (16u * 1024 * 1024)
 #define UW__RX_PLAN 272     /* iovecs of one direct read: a 64 KiB payload with markers */
 #define UW__RX_MSLOTS 132   /* markers one direct read can carry */
 /* iovecs one FPDU needs: header, scatter list, trailer; each marker can split
@@ -250,6 +256,9 @@ struct uw_qp {
     /* Transmit (qp_tx.c). */
     unsigned flags_tx;    /* UW_MPA_CRC | UW_MPA_MARKERS */
     uint32_t mulpdu;
+    uint32_t mulpdu_max;  /* with markers, what the transmit slots hold */
+    uint32_t emss_left;   /* octets to send before the EMSS is read again */
+    uint32_t emss_every;
     uint32_t tx_pos;      /* stream position of the next FPDU built */
     uint32_t msn_tx[3];   /* next MSN per queue */
     struct uw__swqe *sq;

@@ -387,6 +387,8 @@ void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t 
     qp->flags_tx = (mpa->crc ? UW_MPA_CRC : 0) | (mpa->markers_tx ? UW_MPA_MARKERS : 0);
     qp->flags_rx = (mpa->crc ? UW_MPA_CRC : 0) | (mpa->markers_rx ? UW_MPA_MARKERS : 0);
     qp->mulpdu = mulpdu;
+    qp->mulpdu_max = mpa->markers_tx ? mulpdu : UW_MPA_MULPDU_MAX;
+    qp->emss_left = qp->emss_every = UW__EMSS_FIRST;
     qp->tx_pos = tx_pos;
     qp->rx.pos = rx_pos;
     qp->rtr_pending_tx = initiator && mpa->p2p;

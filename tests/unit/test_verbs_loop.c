@@ -249,12 +249,43 @@ static void test_max_fpdu(void **st)
     static const uint32_t lens[] = {0, 1, 199, 200, 201, 4096, 100000};
     for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
         exchange(&p, lens[i]);
+    /* The caps hold when the EMSS is read again during traffic. */
+    for (int i = 0; i < 4; i++)
+        exchange(&p, 300000);
+    assert_int_equal(uw_qp_mulpdu(p.a.qp), 200);
+    assert_int_equal(uw_qp_mulpdu(p.b.qp), 1000);
     pair_fini(&p);
     uw_conn_param tiny = {.max_fpdu = 5};
     assert_int_equal(connect_pair(&p, &tiny, NULL, false), UW_CM_ESTABLISHED);
     assert_int_equal(uw_qp_mulpdu(p.a.qp), UW_MPA_MULPDU_MIN);
     assert_true(uw_qp_mulpdu(p.b.qp) > 1000); /* loopback MSS */
     exchange(&p, 5000);
+    pair_fini(&p);
+}
+
+/* RFC 5044 4.5: the MULPDU follows the EMSS. Linux starts a loopback
+ * connection's MSS at half the peer's first window and raises it as the
+ * window opens; without markers the transmitter follows, and data sent
+ * across the change arrives intact. With markers the transmit slots were
+ * sized at the start, so the MULPDU never grows past that. */
+static void test_mulpdu_follows_emss(void **st)
+{
+    (void)st;
+    pair p;
+    assert_int_equal(connect_pair(&p, NULL, NULL, false), UW_CM_ESTABLISHED);
+    uint32_t a0 = uw_qp_mulpdu(p.a.qp), b0 = uw_qp_mulpdu(p.b.qp);
+    for (int i = 0; i < 8; i++)
+        exchange(&p, 300000);
+    assert_true(uw_qp_mulpdu(p.a.qp) > a0);
+    assert_true(uw_qp_mulpdu(p.b.qp) > b0); /* it sent the Read Responses */
+    assert_true(uw_qp_mulpdu(p.a.qp) <= UW_MPA_MULPDU_MAX);
+    pair_fini(&p);
+    uw_conn_param m = {.markers = true};
+    assert_int_equal(connect_pair(&p, &m, &m, false), UW_CM_ESTABLISHED);
+    a0 = uw_qp_mulpdu(p.a.qp);
+    for (int i = 0; i < 8; i++)
+        exchange(&p, 300000);
+    assert_true(uw_qp_mulpdu(p.a.qp) <= a0);
     pair_fini(&p);
 }
 
@@ -446,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_nocrc_markers_v1),
         cmocka_unit_test(test_p2p),
         cmocka_unit_test(test_max_fpdu),
+        cmocka_unit_test(test_mulpdu_follows_emss),
         cmocka_unit_test(test_reject),
         cmocka_unit_test(test_bad_stag),
         cmocka_unit_test(test_small_cq_pause),
