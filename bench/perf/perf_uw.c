@@ -222,8 +222,12 @@ int perf_uw_server(const char *addr, int port, const perf_cfg *base)
                 }
             }
         }
-        /* Free closed connections once their completions are drained. */
-        if (uw_cq_poll(cq, wc, 0) == 0) {
+        /* Free closed connections once their completions are drained (a
+         * check that costs an engine pass: only while one is closing). */
+        bool closing = false;
+        for (sconn *s = conns; s; s = s->next)
+            closing |= s->closing;
+        if (closing && uw_cq_poll(cq, wc, 0) == 0) {
             for (sconn **pp = &conns; *pp;) {
                 sconn *s = *pp;
                 int st = uw_qp_state(s->qp);

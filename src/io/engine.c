@@ -447,9 +447,10 @@ static uw_qp *direct_qp(const uw_ctx *c)
 /* A socket in an epoll set costs the kernel a wakeup callback (a lock and a
  * ready-list update) for every segment that arrives, on the sender's side of
  * loopback: about a microsecond per round trip here. A socket driven by
- * direct calls does not need it, so it leaves the set; it comes back before
- * any pass that sleeps in epoll_wait, or when it stops being the only
- * connection. An application holding the context fd may sleep on it
+ * direct calls does not need it, so it leaves the set; a pass that sleeps
+ * watches it with poll() beside the epoll fd (poll_detached()). It comes
+ * back when it stops being the only connection or stops qualifying for
+ * direct calls. An application holding the context fd may sleep on it
  * itself: its sockets never leave. */
 static void detach(uw_ctx *c, uw_qp *q)
 {
@@ -471,25 +472,57 @@ void uw__ctx_attach(uw_ctx *c)
     uw__qp_update_io(q);
 }
 
+/* Sleeps for the detached connection and for everything still in the epoll
+ * set (listeners, the timer, the signal), without putting the connection
+ * back: poll() hooks the socket's wait queue only while it sleeps, where an
+ * epoll set runs a wakeup callback in the sender's send() for every segment
+ * received, and taking the socket out again at the next non-blocking pass
+ * cost a server mixing uw_cq_wait() and uw_cm_get_event() two epoll_ctl
+ * calls per wait. Returns whether the epoll set has anything ready; the
+ * connection is kicked when its socket is. */
+static bool poll_detached(uw_ctx *c, uw_qp *q, int timeout_ms)
+{
+    short want = POLLIN | POLLRDHUP;
+    if (q->txf_count || q->hs_off < q->hs_len)
+        want |= POLLOUT;
+    struct pollfd p[2] = {{.fd = q->fd, .events = want}, {.fd = c->epfd, .events = POLLIN}};
+    if (poll(p, 2, timeout_ms) <= 0)
+        return false;
+    if (p[0].revents)
+        uw__kick(q);
+    return p[1].revents != 0;
+}
+
 static int progress(uw_ctx *c, int timeout_ms)
 {
     uint64_t before = c->produced;
-    uw_qp *dq = timeout_ms == 0 ? direct_qp(c) : NULL;
-    if (dq && ((!c->nlisten && !c->timer_ns) || ++c->direct_spins % UW__DIRECT_EPOLL != 0)) {
+    if (c->sig_soft) {
+        c->sig_soft = false;
+        timeout_ms = 0;
+    }
+    uw_qp *dq = direct_qp(c);
+    if (dq && !timeout_ms &&
+        ((!c->nlisten && !c->timer_ns) || ++c->direct_spins % UW__DIRECT_EPOLL != 0)) {
         detach(c, dq);
         service(dq, EPOLLIN | EPOLLOUT);
         uw__ctx_arm_timer(c);
         return (int)(c->produced - before);
     }
-    if (c->detached) {
-        if (c->detached == dq)
-            uw__kick(dq); /* serviced below, still without epoll */
+    if (c->detached && c->detached != dq)
+        uw__ctx_attach(c);
+    if (dq && timeout_ms)
+        detach(c, dq);
+    bool skip_epoll = false;
+    if (dq && c->detached == dq) {
+        if (timeout_ms && !c->ready_head)
+            skip_epoll = !poll_detached(c, dq, timeout_ms);
         else
-            uw__ctx_attach(c);
+            uw__kick(dq); /* serviced below, still without epoll */
+        timeout_ms = 0;
     }
     uint64_t junk;
     struct epoll_event evs[64];
-    int n = epoll_wait(c->epfd, evs, 64, timeout_ms);
+    int n = skip_epoll ? 0 : epoll_wait(c->epfd, evs, 64, timeout_ms);
     for (int i = 0; i < n; i++) {
         uint64_t u = evs[i].data.u64;
         if (u == UW__EP_EVFD) {
@@ -549,9 +582,9 @@ int uw_ctx_progress(uw_ctx *c)
 static int wait_in_recv(uw_ctx *c, int timeout_ms)
 {
     uw_qp *q = c->qps;
-    if (!q || q->next || c->nlisten || c->ev_armed || c->timer_ns || timeout_ms == 0 ||
-        q->cm != UW__CM_RTS || q->fd < 0 || q->dead || q->kick || q->txf_count ||
-        q->eof_seen || q->hs_off < q->hs_len || q->disconnect_req)
+    if (!q || q->next || c->nlisten || c->ev_armed || c->sig_soft || c->timer_ns || !timeout_ms ||
+        q->cm != UW__CM_RTS || q->fd < 0 || q->dead || q->kick || q->txf_count || q->eof_seen ||
+        q->hs_off < q->hs_len || q->disconnect_req)
         return -1;
     detach(c, q);
     struct iovec iov[UW__RX_PLAN];

@@ -63,6 +63,10 @@ struct uw_ctx {
     int log_level;
     int epfd, evfd, tfd;
     bool ev_armed; /* evfd currently readable */
+    /* A signal nobody can see yet: until the application takes the fd, only
+     * our own waits sleep on it, so "do not sleep on the next pass" is a
+     * flag instead of an eventfd write and read (objects.c, engine.c). */
+    bool sig_soft;
     unsigned npd, ncq, nqp, nlisten;
     unsigned next_id;
     uint64_t produced;    /* completions + events queued, for progress counts */

@@ -104,16 +104,27 @@ int uw_ctx_fd(uw_ctx *c)
         return UW_EINVAL;
     c->fd_taken = true; /* from now on every socket stays in the epoll set */
     uw__ctx_attach(c);
+    if (c->sig_soft) {
+        c->sig_soft = false;
+        uw__ctx_signal(c);
+    }
     return c->epfd;
 }
 
 /* Makes the context fd readable: internal work is pending that no socket
  * event will announce. Completions and events do not signal: every waiting
- * function looks at its queue before it sleeps (see uw_ctx_fd()). */
+ * function looks at its queue before it sleeps (see uw_ctx_fd()). Until the
+ * application holds the fd, only our own passes wait on it, and a flag they
+ * read does the same without an eventfd write and read (a server mixing
+ * uw_cq_wait() and uw_cm_get_event() paid them once every few messages). */
 void uw__ctx_signal(uw_ctx *c)
 {
     if (c->ev_armed)
         return;
+    if (!c->fd_taken) {
+        c->sig_soft = true; /* the next pass will not sleep (engine.c) */
+        return;
+    }
     uint64_t one = 1;
     if (write(c->evfd, &one, sizeof(one)) == sizeof(one))
         c->ev_armed = true;

@@ -12,6 +12,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -470,6 +472,115 @@ static void test_busy_then_wait(void **st)
     pair_fini(&p);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A second initiator, driven by its own thread while the main thread sleeps
+ * in the listener's context. */
+typedef struct dialer {
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    int last; /* the dialer's last event type, or a negative code */
+} dialer;
+
+static void *dial(void *arg)
+{
+    dialer *d = arg;
+    side s;
+    side_init(&s);
+    uw_qp_attr qa = {.pd = s.pd, .send_cq = s.cq, .recv_cq = s.cq};
+    d->last = uw_qp_create(s.ctx, &qa, &s.qp);
+    if (d->last == 0)
+        d->last = uw_connect(s.qp, (struct sockaddr *)&d->ss, d->sl, NULL);
+    uw_cm_event ev;
+    if (d->last == 0)
+        d->last = uw_cm_wait_event(s.ctx, &ev, 5000) == 1 ? ev.type : UW_ETIMEDOUT;
+    side_fini(&s);
+    return NULL;
+}
+
+/* A server's lone connection stays out of the epoll set while the server
+ * sleeps (poll() on it and the epoll fd together) and while it signals work
+ * to itself with a flag instead of the eventfd (engine.c). Neither may cost
+ * a wakeup: data, a new connection and work queued by a non-blocking call
+ * must each end a long wait at once. */
+static void test_server_sleeps_detached(void **st)
+{
+    (void)st;
+    pair p;
+    assert_int_equal(connect_pair(&p, NULL, NULL, false), UW_CM_ESTABLISHED);
+    exchange(&p, 13);
+    uw_wc wc;
+    uw_cm_event ev;
+    /* Non-blocking passes take the server's socket out of the epoll set. */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(uw_cq_poll(p.b.cq, &wc, 1), 0);
+
+    /* Data ends a blocking wait that has a listener beside it. */
+    uw_sge rs = {(uint64_t)(uintptr_t)p.b.buf, BUF, uw_mr_stag(p.b.mr)};
+    uw_recv_wr rw = {.wr_id = 1, .sg_list = &rs, .num_sge = 1};
+    assert_int_equal(uw_post_recv(p.b.qp, &rw, 1, NULL), 0);
+    uw_sge ss = {(uint64_t)(uintptr_t)p.a.buf, 64, uw_mr_stag(p.a.mr)};
+    uw_send_wr sw = {.wr_id = 1, .opcode = UW_WR_SEND, .sg_list = &ss, .num_sge = 1};
+    assert_int_equal(uw_post_send(p.a.qp, &sw, 1, NULL), 0);
+    double t0 = now_s();
+    assert_int_equal(uw_cq_wait(p.b.cq, &wc, 1, 5000), 1);
+    assert_true(now_s() - t0 < 2.0);
+    assert_int_equal(wc.wr_id, 1);
+
+    /* A completion queued by a call that returns only events must not let
+     * the next wait sleep. */
+    rw.wr_id = 2;
+    assert_int_equal(uw_post_recv(p.b.qp, &rw, 1, NULL), 0);
+    assert_int_equal(uw_post_send(p.a.qp, &sw, 1, NULL), 0);
+    usleep(50000); /* on loopback the Send is in b's socket by now */
+    assert_int_equal(uw_cm_get_event(p.b.ctx, &ev), 0); /* reads it, queues the completion */
+    t0 = now_s();
+    assert_true(uw_ctx_wait(p.b.ctx, 5000) >= 0);
+    assert_true(now_s() - t0 < 2.0);
+    assert_int_equal(uw_cq_poll(p.b.cq, &wc, 1), 1);
+    assert_int_equal(wc.wr_id, 2);
+
+    /* A connection request ends a wait on the listener's context. */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(uw_cq_poll(p.b.cq, &wc, 1), 0);
+    dialer d;
+    memset(&d, 0, sizeof(d));
+    assert_int_equal(uw_listener_addr(p.b.l, &d.ss, &d.sl), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, dial, &d), 0);
+    t0 = now_s();
+    assert_int_equal(uw_cm_wait_event(p.b.ctx, &ev, 5000), 1);
+    assert_true(now_s() - t0 < 2.0);
+    assert_int_equal(ev.type, UW_CM_CONNECT_REQUEST);
+    assert_int_equal(uw_reject(ev.qp, "busy", 4), 0);
+    for (int i = 0; i < 500 && !d.last; i++)
+        uw_ctx_progress(p.b.ctx), usleep(1000);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(d.last, UW_CM_REJECTED);
+    assert_int_equal(uw_qp_destroy(ev.qp), 0);
+
+    /* With the fd taken, the same queued completion makes it readable. */
+    int fd = uw_ctx_fd(p.b.ctx);
+    assert_true(fd >= 0);
+    rw.wr_id = 3;
+    assert_int_equal(uw_post_recv(p.b.qp, &rw, 1, NULL), 0);
+    assert_int_equal(uw_post_send(p.a.qp, &sw, 1, NULL), 0);
+    usleep(50000);
+    while (uw_cm_get_event(p.b.ctx, &ev) == 1)
+        ;
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    assert_int_equal(poll(&pf, 1, 0), 1);
+    assert_int_equal(uw_cq_poll(p.b.cq, &wc, 1), 1);
+    assert_int_equal(wc.wr_id, 3);
+    exchange(&p, 4096);
+    pair_fini(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -482,6 +593,7 @@ int main(void)
         cmocka_unit_test(test_bad_stag),
         cmocka_unit_test(test_small_cq_pause),
         cmocka_unit_test(test_busy_then_wait),
+        cmocka_unit_test(test_server_sleeps_detached),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
