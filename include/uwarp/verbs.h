@@ -361,7 +361,8 @@ const char *uw_cm_event_name(int type);
 int uw_qp_mpa_params(const uw_qp *qp, uw_mpa_params *out);
 /* The MULPDU used for transmission now (RFC 5044 4.5, from TCP_MAXSEG, or
  * uw_conn_param.max_fpdu when that is smaller). It follows the EMSS during
- * the connection; with markers it never grows past its value at the start. */
+ * the connection; with markers it never grows past the MULPDU of the path
+ * MTU's MSS, which sizes the transmit slots at the start. */
 uint32_t uw_qp_mulpdu(const uw_qp *qp);
 
 #ifdef __cplusplus

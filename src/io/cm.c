@@ -275,16 +275,42 @@ static void fill_event(uw_qp *qp, uw_cm_event *ev, int type, const uw_mpa_frame 
     }
 }
 
+static uint32_t mulpdu_for(const uw_qp *qp, int mss, bool markers)
+{
+    uint32_t m = uw_mpa_mulpdu((uint32_t)mss, markers);
+    if (qp->param.max_fpdu && qp->param.max_fpdu < m)
+        m = qp->param.max_fpdu < UW_MPA_MULPDU_MIN ? UW_MPA_MULPDU_MIN : qp->param.max_fpdu;
+    return m;
+}
+
 uint32_t uw__cm_mulpdu(uw_qp *qp, bool markers)
 {
     int mss = 0;
     socklen_t l = sizeof(mss);
     if (getsockopt(qp->fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) < 0 || mss <= 0)
         mss = 1460;
-    uint32_t m = uw_mpa_mulpdu((uint32_t)mss, markers);
-    if (qp->param.max_fpdu && qp->param.max_fpdu < m)
-        m = qp->param.max_fpdu < UW_MPA_MULPDU_MIN ? UW_MPA_MULPDU_MIN : qp->param.max_fpdu;
-    return m;
+    return mulpdu_for(qp, mss, markers);
+}
+
+/* Enters RTS. The EMSS can grow up to the path MTU's MSS (Linux starts a
+ * loopback connection at half of it), and with markers the transmit slots
+ * must be sized for the largest MULPDU at the start: that MSS, less the IP
+ * and TCP headers and a timestamp option. */
+static void start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator)
+{
+    bool mk = mpa->markers_tx;
+    uint32_t m = uw__cm_mulpdu(qp, mk), max = m;
+    int mtu = 0;
+    socklen_t l = sizeof(mtu);
+    bool v6 = qp->peer.ss_family == AF_INET6;
+    if (mk && getsockopt(qp->fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_MTU : IP_MTU, &mtu,
+                         &l) == 0 &&
+        mtu > 100) {
+        uint32_t big = mulpdu_for(qp, mtu - (v6 ? 60 : 40) - 12, mk);
+        if (big > max)
+            max = big;
+    }
+    uw__qp_start(qp, mpa, initiator, m, max, 0, 0);
 }
 
 /* Responder: a complete Request is in qp->req. */
@@ -352,7 +378,7 @@ int uw_accept(uw_qp *qp, const uw_conn_param *p)
         uw__listener_update(qp->listener);
         qp->listener = NULL;
     }
-    uw__qp_start(qp, &qp->mpa, false, uw__cm_mulpdu(qp, qp->mpa.markers_tx), 0, 0);
+    start(qp, &qp->mpa, false);
     qp->cm = UW__CM_RTS;
     /* Peer-to-peer: established once the RTR is in (uw__cm_rtr_arrived). */
     if (qp->mpa.p2p)
@@ -410,7 +436,7 @@ static int got_reply(uw_qp *qp)
          * (codes 6 and 7), which needs the negotiated framing. */
         uw_mpa_params prm = qp->mpa;
         prm.ddp_version = 1;
-        uw__qp_start(qp, &prm, true, uw__cm_mulpdu(qp, prm.markers_tx), 0, 0);
+        start(qp, &prm, true);
         qp->rtr_pending_tx = false;
         uw__qp_terminate(qp, r, NULL, NULL);
         qp->cm = UW__CM_RTS;
@@ -419,7 +445,7 @@ static int got_reply(uw_qp *qp)
     }
     if (r < 0)
         return r;
-    uw__qp_start(qp, &qp->mpa, true, uw__cm_mulpdu(qp, qp->mpa.markers_tx), 0, 0);
+    start(qp, &qp->mpa, true);
     qp->cm = UW__CM_RTS;
     uw__set_deadline(qp, 0);
     fill_event(qp, &ev, UW_CM_ESTABLISHED, &qp->rep);

@@ -352,9 +352,11 @@ uint64_t uw__now_ns(void);
 
 /* verbs/qp_core.c: connection-independent QP setup used by the engine. */
 int uw__qp_alloc(uw_ctx *ctx, const uw_qp_attr *attr, uw_qp **out);
-/* Enters RTS with the negotiated parameters and the transmit MULPDU. */
+/* Enters RTS with the negotiated parameters and the transmit MULPDU. With
+ * markers, mulpdu_max (>= mulpdu) is the largest the MULPDU may grow to as
+ * the EMSS does: it sizes the transmit slots. */
 void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t mulpdu,
-                  uint32_t tx_pos, uint32_t rx_pos);
+                  uint32_t mulpdu_max, uint32_t tx_pos, uint32_t rx_pos);
 /* Moves the QP to ERROR: flushes both queues (completions with
  * UW_WC_WR_FLUSH_ERR). */
 void uw__qp_flush(uw_qp *qp, int err);

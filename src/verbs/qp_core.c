@@ -338,7 +338,7 @@ void uw__qp_flush(uw_qp *qp, int err)
 }
 
 void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t mulpdu,
-                  uint32_t tx_pos, uint32_t rx_pos)
+                  uint32_t mulpdu_max, uint32_t tx_pos, uint32_t rx_pos)
 {
     uw_ctx *c = qp->ctx;
     qp->txf_iov = UW__TXF_IOV_PLAIN;
@@ -353,7 +353,9 @@ void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t 
         /* Room for the largest FPDU: ULPDU, length, pad, CRC and a marker
          * per 508 octets plus a leading one. About 256 KiB in all for
          * 64 KiB FPDUs, so the socket never waits for a slot. */
-        qp->txs_size = (mulpdu + 12 + 4 * ((mulpdu + 12) / 508 + 2) + 63) & ~63u;
+        if (mulpdu_max < mulpdu)
+            mulpdu_max = mulpdu;
+        qp->txs_size = (mulpdu_max + 12 + 4 * ((mulpdu_max + 12) / 508 + 2) + 63) & ~63u;
         qp->txs_n = (256u * 1024) / qp->txs_size;
         if (qp->txs_n < 4)
             qp->txs_n = 4;
@@ -387,7 +389,7 @@ void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t 
     qp->flags_tx = (mpa->crc ? UW_MPA_CRC : 0) | (mpa->markers_tx ? UW_MPA_MARKERS : 0);
     qp->flags_rx = (mpa->crc ? UW_MPA_CRC : 0) | (mpa->markers_rx ? UW_MPA_MARKERS : 0);
     qp->mulpdu = mulpdu;
-    qp->mulpdu_max = mpa->markers_tx ? mulpdu : UW_MPA_MULPDU_MAX;
+    qp->mulpdu_max = mpa->markers_tx ? mulpdu_max : UW_MPA_MULPDU_MAX;
     qp->emss_left = qp->emss_every = UW__EMSS_FIRST;
     qp->tx_pos = tx_pos;
     qp->rx.pos = rx_pos;

@@ -312,7 +312,7 @@ static void setup(fz_qp *f, uint8_t b0, uint8_t b1, uint32_t seed)
                          .rtr = rtr};
     prm.peer_ird = prm.ord;
     prm.peer_ord = prm.ird;
-    uw__qp_start(f->qp, &prm, initiator, f->mulpdu, 0, 0);
+    uw__qp_start(f->qp, &prm, initiator, f->mulpdu, f->mulpdu, 0, 0);
     FZ_CHECK(uw_qp_state(f->qp) == UW_QPS_RTS);
     f->txflags = (crc ? UW_MPA_CRC : 0) | (markers ? UW_MPA_MARKERS : 0);
     uw_mpa_rx_opts ro = {.flags = f->txflags};

@@ -205,7 +205,7 @@ static void env_init(env *e, const opts *o, tu_rng *rng)
                          .peer_ord = o->ird,
                          .p2p = o->p2p,
                          .rtr = o->rtr};
-    uw__qp_start(e->qp, &prm, o->initiator, o->mulpdu, o->tx_pos, o->rx_pos);
+    uw__qp_start(e->qp, &prm, o->initiator, o->mulpdu, o->mulpdu, o->tx_pos, o->rx_pos);
     assert_int_equal(uw_qp_state(e->qp), UW_QPS_RTS);
     e->rxflags = (o->crc ? UW_MPA_CRC : 0) | (o->markers_rx ? UW_MPA_MARKERS : 0);
     e->rxpos = o->rx_pos;
