@@ -78,6 +78,12 @@ stop_capture() {
 
 # check_capture NAME REV IN_I IN_R MSGS_I MSGS_R: decodes $TMP/NAME.pcapng
 # and checks it against the files each side sent and their message counts.
+# Returns 2, counting nothing, when the only fault is a direction whose
+# decoded FPDUs fall short of what was sent while every decoded one is
+# good: on a loaded machine (the sanitizer build running beside other
+# tests) tshark once left one 32 KiB FPDU of a correct stream undecoded,
+# and the receiver had checked that FPDU's CRC and data. A fault of ours
+# would repeat; run_case runs the case once more and fails it then.
 check_capture() {
     local name=$1 rev=$2 in_i=$3 in_r=$4 msgs_i=$5 msgs_r=$6
     local pcap=$TMP/$name.pcapng txt=$TMP/$name.txt
@@ -103,7 +109,7 @@ check_capture() {
     tshark -r "$pcap" "${DECODE[@]}" -T fields -E occurrence=a -E aggregator=' ' \
         -e tcp.srcport -e iwarp_mpa.ulpdulength -e iwarp_ddp.last_flag -e iwarp_rdma.opcode \
         -e iwarp_ddp.msn >"$TMP/$name.fields" 2>/dev/null
-    local dir port in msgs summary
+    local dir port in msgs summary short=
     for dir in i r; do
         if [ "$dir" = i ]; then
             port=$IPORT in=$in_i msgs=$msgs_i
@@ -125,9 +131,20 @@ check_capture() {
                 }
             }
             END { printf "%d %d %d %d", msgs, bytes, badmsn, other }' "$TMP/$name.fields")
+        local want="$msgs $(wc -c <"$in") 0 0"
+        if [ "$summary" != "$want" ] && [ -z "${RETRIED:-}" ] && [ "$bad" = 0 ] &&
+            [ "$good" = "$fpdus" ] && [ "${summary%% *}" = "$msgs" ]; then
+            echo "note: $name: $dir->: tshark decoded less than was sent" \
+                "(expected $want, got $summary); per segment:" >&2
+            awk -F'\t' -v port="$port" '$1 == port && $2 != "" { print "  " $2 }' \
+                "$TMP/$name.fields" >&2
+            short=1
+            continue
+        fi
         expect_eq "$name: $dir->: messages, payload octets, MSN faults, other opcodes" \
-            "$msgs $(wc -c <"$in") 0 0" "$summary"
+            "$want" "$summary"
     done
+    [ -z "$short" ] || return 2
 }
 
 # run_case NAME REV OPTS_STRING IN_I IN_R MSGS_I MSGS_R [PACED_MSG_SIZE]
@@ -160,7 +177,9 @@ run_case() {
     stop_capture "$name"
     expect_true "$name: data to responder" cmp -s "$in_i" "$(f "$name.r").out"
     expect_true "$name: data to initiator" cmp -s "$in_r" "$(f "$name.i").out"
-    check_capture "$name" "$rev" "$in_i" "$in_r" "$msgs_i" "$msgs_r"
+    check_capture "$name" "$rev" "$in_i" "$in_r" "$msgs_i" "$msgs_r" && CASE_DONE=$name && return
+    echo "note: $name: running the case again" >&2
+    RETRIED=1 run_case "$name-again" "${@:2}"
 }
 
 # pace FILE SIZE LOG: once LOG (the reader's stderr) shows the -v line of an
@@ -225,7 +244,7 @@ for rev in 1 2; do
     run_case "rev$rev-markers" "$rev" "--markers --msg-size $S" "$TMP/mk_i.bin" "$TMP/mk_r.bin" \
         $((N + 1)) "$N" "$S"
     expect_eq "rev$rev-markers: one FPDU per message" $((2 * N + 1)) \
-        "$(grep -c '^ *ULPDU length:' "$TMP/rev$rev-markers.txt")"
+        "$(grep -c '^ *ULPDU length:' "$TMP/$CASE_DONE.txt")"
 done
 
 finish
