@@ -72,7 +72,7 @@ static int cmp_double(const void *a, const void *b)
 static double measure(uw_crc32c_impl impl, const uint8_t *buf, size_t size, double seconds,
                       double *median)
 {
-    static double per[MAXBATCHES];
+    double per[MAXBATCHES];
     size_t n = 0;
     double budget = seconds * 1e9, t0, dt;
     uint64_t batch = 1;

@@ -294,8 +294,8 @@ uint32_t uw__cm_mulpdu(uw_qp *qp, bool markers)
 
 /* Enters RTS. The EMSS can grow up to the path MTU's MSS (Linux starts a
  * loopback connection at half of it), and with markers the transmit slots
- * must be sized for the largest MULPDU at the start: that MSS, less the IP
- * and TCP headers and a timestamp option. */
+ * must be sized for the largest MULPDU at the start: that MTU less the IP
+ * and TCP headers (no options: the largest the MSS can be). */
 static void start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator)
 {
     bool mk = mpa->markers_tx;
@@ -306,7 +306,7 @@ static void start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator)
     if (mk && getsockopt(qp->fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_MTU : IP_MTU, &mtu,
                          &l) == 0 &&
         mtu > 100) {
-        uint32_t big = mulpdu_for(qp, mtu - (v6 ? 60 : 40) - 12, mk);
+        uint32_t big = mulpdu_for(qp, mtu - (v6 ? 60 : 40), mk);
         if (big > max)
             max = big;
     }

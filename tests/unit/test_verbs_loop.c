@@ -291,7 +291,7 @@ static void test_mulpdu_follows_emss(void **st)
         exchange(&p, 300000);
     assert_true(uw_qp_mulpdu(p.a.qp) > a0);
     assert_true(uw_qp_mulpdu(p.b.qp) > b0);
-    assert_true(uw_qp_mulpdu(p.a.qp) <= uw_mpa_mulpdu(65536 - 40 - 12, true));
+    assert_true(uw_qp_mulpdu(p.a.qp) <= uw_mpa_mulpdu(65536 - 40, true));
     pair_fini(&p);
 }
 
