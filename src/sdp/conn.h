@@ -1,0 +1,240 @@
+/* SDP connection core (draft-pinkerton-iwarp-sdp-01 sections 8-10, 14): one
+ * SDP socket's protocol state, sans-I/O.
+ *
+ * The core owns the memory of its receive Private Buffers and of its send
+ * buffers (slots) and says what to do with them; the driver (src/io/) moves
+ * them over an iWARP QP:
+ *   - uw__sdp_conn_next_post()  a receive Private Buffer to post (uw_post_recv);
+ *   - uw__sdp_conn_on_recv()    a posted buffer completed with an SDP message;
+ *   - uw__sdp_conn_next_tx()    an SDP message to send (uw_post_send, a Send,
+ *                               with Solicited Event when .solicited);
+ *   - uw__sdp_conn_tx_done()    that Send completed, its slot is free again;
+ *   - uw__sdp_conn_llp_action() whether to close the LLP (graceful or abort);
+ *   - uw__sdp_conn_llp_closed() the LLP went away (FIN, reset, Terminate).
+ * Buffer ids are stable: the driver may cache one memory registration per id
+ * and must re-register when the address or length it is given changes (the
+ * core reallocates buffers when they are resized, section 10.6).
+ *
+ * The application side mirrors socket calls (send/recv/shutdown, options,
+ * FIONREAD, SIOCATMARK) with TCP's semantics; uw__sdp_conn_poll() gives the
+ * readiness a TCP socket would show. After every call the driver must drain
+ * next_post and next_tx and then check llp_action, since any call can make
+ * messages due (credit updates, DisConn, ChRcvBufAck, SendSm).
+ *
+ * No clock: the core has no timers (setup and linger timeouts live in the
+ * driver). No threads: one caller at a time.
+ */
+#ifndef UW_SDP_CONN_H
+#define UW_SDP_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "sdp/codec.h"
+#include "uwarp/common.h"
+#include "uwarp/error.h"
+
+typedef struct uw_sdp_conn uw_sdp_conn;
+
+typedef struct uw_sdp_conn_cfg {
+    bool accepting;         /* Accepting Peer (MPA Responder) or Connecting Peer */
+    uint32_t rcv_size;      /* receive Private Buffer size, whole message; >= UW_SDP_MIN_BUF */
+    uint16_t rcv_bufs;      /* receive Private Buffers kept posted; >= 3 (section 10 rule 2) */
+    uint32_t rcv_size_min;  /* bounds for sizes a peer's ChRcvBuf may ask for (0: */
+    uint32_t rcv_size_max;  /*   UW_SDP_MIN_BUF and 4 x rcv_size) */
+    uint32_t tx_size;       /* largest message we build (send buffer size, DesRemRcvSz) */
+    uint16_t tx_slots;      /* send buffers: data queued or in flight (SO_SNDBUF / tx_size) */
+    uint16_t max_adverts;   /* MaxAdverts we offer; >= 1 */
+    uint16_t ird, ord;      /* what the connection supports (the MPA-negotiated IRD/ORD) */
+    const uw_allocator *alloc;
+} uw_sdp_conn_cfg;
+
+/* Fills cfg with the defaults (64 KiB buffers, 16 of them, 16 send slots,
+ * MaxAdverts 8, IRD/ORD 1). */
+void uw__sdp_conn_cfg_default(uw_sdp_conn_cfg *cfg, bool accepting);
+
+enum uw_sdp_state {
+    UW_SDP_S_IDLE = 0,    /* created; Connecting: Hello not built yet */
+    UW_SDP_S_HELLO,       /* Connecting: Hello sent, waiting for HelloAck */
+    UW_SDP_S_OPEN,        /* data transfer (half-closes tracked separately) */
+    UW_SDP_S_CLOSED,      /* both DisConns exchanged, or torn down */
+    UW_SDP_S_ERROR,       /* aborted or protocol violation: only destroy remains */
+};
+
+/* Errors: UW_EINVAL (cfg out of range), UW_ENOMEM. */
+int uw__sdp_conn_create(uw_sdp_conn **out, const uw_sdp_conn_cfg *cfg);
+void uw__sdp_conn_destroy(uw_sdp_conn *c);
+int uw__sdp_conn_state(const uw_sdp_conn *c);
+
+/* ---- Setup (section 8.1.1) --------------------------------------------- */
+
+/* Connecting Peer, step 2: builds the Hello for the MPA Request's private data.
+ * Every initial receive buffer must have been taken with next_post (step 1c)
+ * first. Errors: UW_EBUSY (posts pending), UW_EINVAL (wrong role/state). */
+int uw__sdp_conn_hello(uw_sdp_conn *c, uint8_t out[UW_SDP_HELLO_LEN]);
+
+/* Accepting Peer, steps 3-6: checks the Hello received in the MPA Request and
+ * adopts the peer's parameters; IRD/ORD are reduced per 4d/4e (never above
+ * cfg.ird/ord). On success the HelloAck becomes the first message of
+ * next_tx (after the initial posts, 4b). Errors: UW_EPROTO (malformed Hello,
+ * MajV not 1, MaxAdverts 0, LocIRD or LocORD 0, Bufs < 3, LocalRcvSz below
+ * UW_SDP_MIN_BUF): the caller rejects the MPA Request; *why (may be NULL)
+ * gets a static sentence naming the rule. */
+int uw__sdp_conn_accept_hello(uw_sdp_conn *c, const uint8_t *pd, size_t len, const char **why);
+
+/* The IRD/ORD MPA negotiated for the connection (RFC 6581): cfg.ird/ord are
+ * lowered to them, so LocIRD/LocORD never exceed them (notes section 2).
+ * Accepting Peer: call before accept_hello. Connecting Peer: the Hello was
+ * built from cfg before MPA finished; call when MPA reports the values. */
+void uw__sdp_conn_mpa_limits(uw_sdp_conn *c, uint16_t ird, uint16_t ord);
+
+/* What the two peers agreed on (valid from OPEN). */
+typedef struct uw_sdp_params {
+    uint8_t majv, minv;
+    uint16_t local_max_adverts, remote_max_adverts;
+    uint32_t local_rcv_size, remote_rcv_size; /* current Private Buffer sizes */
+    uint16_t ird, ord;                        /* after 4d/4e or 7c/7d */
+    uint16_t local_bufs;                      /* receive buffers posted at setup */
+    uint16_t remote_bufs;                     /* Bufs of the peer's Hello/HelloAck */
+} uw_sdp_params;
+int uw__sdp_conn_params(const uw_sdp_conn *c, uw_sdp_params *out);
+
+/* ---- Driver side ---------------------------------------------------------- */
+
+typedef struct uw_sdp_post {
+    uint32_t id;  /* buffer id, < uw__sdp_conn_max_ids() */
+    void *addr;
+    uint32_t len;
+} uw_sdp_post;
+
+typedef struct uw_sdp_tx {
+    uint32_t id; /* slot id, < uw__sdp_conn_max_ids(); give back with tx_done */
+    const void *addr;
+    uint32_t len;
+    bool solicited; /* section 14.2: Send with Solicited Event */
+} uw_sdp_tx;
+
+/* Upper bound (exclusive) of the ids next_post and next_tx hand out, so the
+ * driver can size a registration cache. Receive and send ids share it. */
+uint32_t uw__sdp_conn_max_ids(const uw_sdp_conn *c);
+
+/* A receive buffer to post now: 1 with *out filled, 0 if none. The buffer
+ * stays the driver's until on_recv() returns it. */
+int uw__sdp_conn_next_post(uw_sdp_conn *c, uw_sdp_post *out);
+
+/* Buffer id completed with a message of len octets (the Send's length).
+ * Messages must be given in the order they arrived. Returns 0, or a
+ * protocol violation (UW_EPROTO; UW_EMSGSIZE for a message larger than the
+ * buffer we advertised): the core has then started an abortive close
+ * (llp_action says what to do) and records the error for SO_ERROR;
+ * uw__sdp_conn_why() names the rule. */
+int uw__sdp_conn_on_recv(uw_sdp_conn *c, uint32_t id, uint32_t len);
+
+/* The next message to send: 1 with *out filled, 0 if none is due (no
+ * credit, nothing queued, or Nagle holds a partial message). The slot's
+ * memory stays valid and unchanged until tx_done(id). */
+int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out);
+/* The Send of slot id completed (successfully: a failed Send is an LLP
+ * failure, report it with llp_closed). */
+void uw__sdp_conn_tx_done(uw_sdp_conn *c, uint32_t id);
+
+enum uw_sdp_llp_action {
+    UW_SDP_LLP_NONE = 0,
+    UW_SDP_LLP_DISCONNECT = 1, /* graceful LLP teardown (TCP FIN): 8.2.1 */
+    UW_SDP_LLP_ABORT = 2,      /* tear the LLP down at once (RST): 8.2.2 */
+};
+/* What the driver must do with the LLP now. Stays set once set; the driver
+ * acts on it once. */
+int uw__sdp_conn_llp_action(const uw_sdp_conn *c);
+
+/* The LLP is gone: err 0 for an orderly LLP close, else the cause
+ * (UW_ECONNRESET, UW_ETIMEDOUT, UW_ETERM_RECEIVED, ...). Per 8.2.1 step 4
+ * and 8.2.2, the close was graceful only if a DisConn arrived without an
+ * AbortConn; otherwise pending and future receives report ECONNRESET. */
+void uw__sdp_conn_llp_closed(uw_sdp_conn *c, int err);
+
+/* ---- Application side (TCP semantics) ------------------------------------ */
+
+#define UW_SDP_MSG_OOB 0x1u   /* send: last octet is urgent; recv: read the urgent octet */
+#define UW_SDP_MSG_PEEK 0x2u  /* recv: leave the data queued */
+#define UW_SDP_MSG_MORE 0x4u  /* send: more follows, hold a partial message */
+
+/* Queues up to the sum of iov lengths for sending, copying into send slots.
+ * Returns the octets taken (> 0), or UW_EAGAIN (no room), UW_EPIPE (our
+ * direction is shut down or the connection closed), UW_ECONNRESET (the
+ * connection was aborted; reported once, then UW_EPIPE), UW_ENOTCONN (not
+ * yet OPEN), UW_EINVAL. With MSG_OOB the last octet taken is urgent (all of
+ * iov must fit, else UW_EAGAIN, so the mark lands where the caller put it). */
+ssize_t uw__sdp_conn_send(uw_sdp_conn *c, const struct iovec *iov, int iovcnt, unsigned flags);
+
+/* Copies received data into iov. Returns the octets copied (> 0), 0 at end
+ * of stream (the peer's DisConn, after all data), or UW_EAGAIN, UW_ECONNRESET,
+ * UW_ENOTCONN, UW_EINVAL. Like TCP, a read stops just before the urgent
+ * mark, and without OOB inline the urgent octet is skipped. With MSG_OOB:
+ * the urgent octet (1), UW_EINVAL (none, already read, or OOB inline),
+ * UW_EAGAIN (announced by OOB_PEND but not arrived). */
+ssize_t uw__sdp_conn_recv(uw_sdp_conn *c, const struct iovec *iov, int iovcnt, unsigned flags);
+
+/* SHUT_RD, SHUT_WR, SHUT_RDWR. SHUT_WR queues a DisConn after the data
+ * already queued (8.2.1 steps 1-2). Errors: UW_ENOTCONN, UW_EINVAL. */
+int uw__sdp_conn_shutdown(uw_sdp_conn *c, int how);
+
+/* Abortive close by the application (SO_LINGER 0, or close with unread
+ * data): unsent data is discarded; AbortConn goes out if a DisConn was
+ * sent, otherwise the LLP is torn down at once (8.2.2). */
+void uw__sdp_conn_abort(uw_sdp_conn *c);
+
+/* Readiness as poll() bits (POLLIN, POLLOUT, POLLPRI, POLLERR, POLLHUP,
+ * POLLRDHUP), as a TCP socket in the same state would show them. */
+unsigned uw__sdp_conn_poll(const uw_sdp_conn *c);
+
+/* SO_ERROR: the pending error (negative UW_E*), cleared by reading. */
+int uw__sdp_conn_take_error(uw_sdp_conn *c);
+/* A static sentence naming the section a protocol violation broke, or NULL. */
+const char *uw__sdp_conn_why(const uw_sdp_conn *c);
+
+/* FIONREAD: octets readable now (up to the urgent mark as TCP counts them).
+ * SIOCATMARK: 1 when the read position is at the urgent mark. */
+size_t uw__sdp_conn_inq(const uw_sdp_conn *c);
+int uw__sdp_conn_atmark(const uw_sdp_conn *c);
+/* Octets queued for sending and not yet handed to the driver (SIOCOUTQ-like),
+ * and whether everything including a DisConn has completed (linger). */
+size_t uw__sdp_conn_outq(const uw_sdp_conn *c);
+bool uw__sdp_conn_tx_idle(const uw_sdp_conn *c);
+
+enum uw_sdp_opt {
+    UW_SDP_OPT_NODELAY = 1, /* bool: send partial messages at once */
+    UW_SDP_OPT_CORK,        /* bool: hold partial messages until uncorked */
+    UW_SDP_OPT_OOBINLINE,   /* bool */
+    UW_SDP_OPT_RCVLOWAT,    /* octets for POLLIN (>= 1) */
+    UW_SDP_OPT_RCVBUF,      /* octets: receive buffers = value / buffer size (>= 3) */
+    UW_SDP_OPT_SNDBUF,      /* octets: usable send slots = value / slot size (>= 2) */
+};
+int uw__sdp_conn_setopt(uw_sdp_conn *c, int opt, int value);
+int uw__sdp_conn_getopt(const uw_sdp_conn *c, int opt);
+
+/* Section 10.6: ask the peer to resize its receive Private Buffers to size.
+ * Errors: UW_EBUSY (a ChRcvBuf is unacknowledged), UW_EPERM (the peer
+ * refused this direction of change before), UW_EINVAL (size below
+ * UW_SDP_MIN_BUF, or not OPEN). */
+int uw__sdp_conn_chrcvbuf(uw_sdp_conn *c, uint32_t size);
+
+typedef struct uw_sdp_stats {
+    uint64_t sent, received;                   /* ULP octets */
+    uint64_t data_msgs_sent, data_msgs_received; /* Data messages with payload */
+    uint64_t msgs_sent, msgs_received;         /* every SDP message after the Hello */
+    uint64_t credit_updates_sent;              /* Data messages without payload */
+    uint64_t sendsm_sent, srcavail_received, sinkavail_received;
+    uint64_t oob_sent, oob_received;
+    uint64_t chrcvbuf_sent, chrcvbuf_received, chrcvbufack_sent, chrcvbufack_received;
+    uint32_t send_credit;      /* our credit now */
+    uint32_t peer_credit;      /* the peer's credit as we last told it */
+    uint32_t bufs_posted;      /* Bufs we would advertise now */
+    bool graceful;             /* closed with DisConns both ways and no AbortConn */
+} uw_sdp_stats;
+void uw__sdp_conn_stats(const uw_sdp_conn *c, uw_sdp_stats *out);
+
+#endif

@@ -1,0 +1,161 @@
+/* SDP connection core internals shared by conn.c (setup and the receive
+ * side of the protocol), conn_tx.c (send slots, credits, next_tx) and
+ * conn_app.c (the application's reads, urgent data, readiness). */
+#ifndef UW_SDP_CONN_INTERNAL_H
+#define UW_SDP_CONN_INTERNAL_H
+
+#include "sdp/conn.h"
+#include "util/alloc.h"
+#include "uwarp/error.h"
+
+/* Id space: receive buffers, then data slots, then control slots. */
+#define RX_CAP 512u   /* receive buffers at most (SO_RCVBUF growth) */
+#define TX_CAP 256u   /* data slots at most (SO_SNDBUF growth) */
+#define CTL_CAP 8u    /* control messages in flight */
+#define CTL_SIZE 64u  /* every payload-free message fits (BSDH + largest header) */
+#define SMALL_PAYLOAD 4096u /* received payloads this small are compacted */
+#define HIST 256u     /* our recent messages' Bufs/MSeqAck, to check the peer's credits */
+
+enum rx_state { RX_FREE = 0, RX_POSTED, RX_DATA };
+enum tx_state { TX_FREE = 0, TX_FILLING, TX_READY, TX_INFLIGHT };
+
+typedef struct rxbuf {
+    uint8_t *mem;
+    uint32_t size; /* allocated and advertised size of this buffer */
+    uint8_t state;
+    uint32_t off, end; /* unread payload [off, end) while RX_DATA */
+} rxbuf;
+
+typedef struct txslot {
+    uint8_t *mem; /* UW_SDP_BSDH_LEN header room, then payload */
+    uint32_t fill; /* payload octets */
+    uint8_t state;
+    uint8_t flags; /* BSDH flags to send (OOB_PRES/OOB_PEND) */
+} txslot;
+
+typedef struct hist_ent {
+    uint16_t bufs;
+    uint32_t mseqack;
+} hist_ent;
+
+/* A SrcAvail we answered, or will answer, with SendSm (9.5.2.1): its data
+ * then arrives by Bcopy. */
+typedef struct srcavail {
+    uint32_t remaining; /* octets still to come in Data messages */
+    uint32_t sendsm_mseq;
+    bool sendsm_sent;
+} srcavail;
+
+enum urg_state { URG_NONE = 0, URG_PENDING, URG_VALID, URG_READ };
+
+struct uw_sdp_conn {
+    uw_sdp_conn_cfg cfg;
+    uw_allocator a;
+    int state;
+    int err;             /* pending SO_ERROR */
+    int fatal;           /* the error every later call reports */
+    const char *why;
+    int llp;             /* enum uw_sdp_llp_action */
+    bool llp_gone;
+
+    /* Negotiated (section 8.1.1). */
+    uint8_t minv;
+    uint16_t remote_max_adverts;
+    uint16_t ird, ord;
+    uint16_t setup_bufs, remote_setup_bufs;
+
+    /* Receive Private Buffers (section 10). */
+    rxbuf rx[RX_CAP];
+    uint32_t rcv_size;        /* size new posts get */
+    uint32_t target_bufs;     /* how many we keep posted */
+    uint32_t posted;          /* posted now: the Bufs we advertise */
+    uint32_t post_fifo[RX_CAP]; /* posted ids, in posting (= completion) order */
+    uint32_t pf_head, pf_n;
+    uint32_t data_fifo[RX_CAP]; /* ids holding unread payload, in stream order */
+    uint32_t df_head, df_n;
+    bool initial_posted;      /* every setup buffer taken by next_post */
+    uint32_t old_size_left;   /* ChRcvBuf growth: old-size buffers still posted */
+
+    /* Sequence numbers and credits (sections 6.1.5, 6.1.6, 10.2). */
+    uint32_t last_sent;     /* MSeq of our last message */
+    uint32_t last_rcvd;     /* MSeq of the peer's last message */
+    bool any_sent;
+    uint32_t peer_bufs;     /* Bufs and MSeqAck of the peer's last message */
+    uint32_t peer_ack;
+    uint16_t adv_bufs;      /* what our last message told the peer */
+    uint32_t adv_ack;
+    hist_ent hist[HIST];
+
+    /* Send side. */
+    uint8_t *ctl_mem;
+    bool ctl_busy[CTL_CAP];
+    txslot tx[TX_CAP];
+    uint32_t tx_fifo[TX_CAP]; /* FILLING/READY slots in stream order */
+    uint32_t tf_head, tf_n;
+    uint32_t tx_usable;       /* slots SO_SNDBUF allows */
+    uint32_t tx_used;         /* slots not FREE */
+    uint32_t data_inflight;   /* data messages handed out, not completed */
+    uint32_t ctl_inflight;
+    uint32_t remote_rcv_size; /* largest message the peer takes now */
+    uint32_t fill_limit;      /* largest message we fill now (10.6 decrease applies at once) */
+    uint64_t sealed, sent_msgs_data; /* data messages sealed / handed out, for barriers */
+    bool nodelay, cork, more;
+    bool shut_wr, disconn_sent, disconn_done;
+    bool abort_pending, abortconn_sent;
+    uint32_t pnd;             /* PotentialNonDiscards (9.5.1) */
+
+    /* ChRcvBuf (10.6), both roles. */
+    bool chr_pending;         /* ours, queued */
+    bool chr_outstanding;     /* ours, sent and not acknowledged */
+    uint32_t chr_size, chr_prev;
+    uint64_t chr_barrier;
+    bool chr_no_grow, chr_no_shrink;
+    bool chr_resend;          /* 10.6.1: re-send after answering theirs */
+    bool chra_due;            /* our ChRcvBufAck waits to go out */
+    bool chra_wait_old;       /* ... once the old-size buffers are consumed */
+    uint32_t chra_size;
+
+    /* Flow-control modes (section 11), per half-connection. */
+    uint8_t tx_mode, rx_mode;
+    srcavail sa[64];
+    uint32_t sa_head, sa_n;
+    bool sendsm_due;
+    uint32_t sendsm_extra;    /* SendSm owed for a SrcAvailCancel (9.5.4) */
+    uint32_t sinkavail_ignored; /* valid SinkAvails we left unused (9.5.2.2) */
+    bool sinkcancelack_due;
+
+    /* Receive stream (TCP view). */
+    uint64_t rcv_nxt, copied;
+    bool rcv_eof;             /* DisConn received */
+    bool shut_rd;
+    bool abort_rcvd;
+    bool oobinline;
+    uint32_t rcvlowat;
+    uint8_t urg;              /* enum urg_state */
+    uint64_t urg_off;
+    uint8_t urg_byte;
+
+    uw_sdp_stats st;
+};
+
+/* conn.c */
+void uw__sdp_fail(uw_sdp_conn *c, int err, const char *why);
+void uw__sdp_rx_release(uw_sdp_conn *c, uint32_t id);
+
+/* conn_app.c */
+void uw__sdp_skip_urgent(uw_sdp_conn *c);
+
+/* conn_tx.c */
+int uw__sdp_tx_init(uw_sdp_conn *c);
+void uw__sdp_tx_free(uw_sdp_conn *c);
+int32_t uw__sdp_send_credit(const uw_sdp_conn *c);
+int32_t uw__sdp_peer_credit_est(const uw_sdp_conn *c);
+void uw__sdp_seal(uw_sdp_conn *c);
+uint32_t uw__sdp_max_payload(const uw_sdp_conn *c);
+
+static inline uint32_t uw__sdp_min32(uint32_t a, uint32_t b)
+{
+    return a < b ? a : b;
+}
+
+#endif

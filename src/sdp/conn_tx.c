@@ -1,0 +1,413 @@
+/* SDP send side: send slots (Bcopy, 9.1), Nagle/cork coalescing, credits
+ * (10.2, 10.4, 10.5) and which message goes out next. */
+#include <string.h>
+
+#include "sdp/conn_internal.h"
+
+void uw__sdp_check_closed(uw_sdp_conn *c);
+
+int uw__sdp_tx_init(uw_sdp_conn *c)
+{
+    c->ctl_mem = c->a.alloc(c->a.ud, CTL_CAP * CTL_SIZE);
+    return c->ctl_mem ? 0 : UW_ENOMEM;
+}
+
+void uw__sdp_tx_free(uw_sdp_conn *c)
+{
+    for (uint32_t i = 0; i < TX_CAP; i++)
+        c->a.free(c->a.ud, c->tx[i].mem);
+    c->a.free(c->a.ud, c->ctl_mem);
+}
+
+/* 10.2: New send credit = Bufs - WrapSubtract(LSSeq - MSeqAck). */
+int32_t uw__sdp_send_credit(const uw_sdp_conn *c)
+{
+    return (int32_t)c->peer_bufs - uw__sdp_seq_diff(c->last_sent, c->peer_ack);
+}
+
+/* The peer's credit as far as we know: what our last message granted, less
+ * the messages of the peer that arrived since. */
+int32_t uw__sdp_peer_credit_est(const uw_sdp_conn *c)
+{
+    return (int32_t)c->adv_bufs - uw__sdp_seq_diff(c->last_rcvd, c->adv_ack);
+}
+
+uint32_t uw__sdp_max_payload(const uw_sdp_conn *c)
+{
+    uint32_t lim = uw__sdp_min32(c->cfg.tx_size, c->fill_limit);
+    return lim - UW_SDP_BSDH_LEN;
+}
+
+static uint16_t bufs_now(const uw_sdp_conn *c)
+{
+    return (uint16_t)(c->posted > 65535 ? 65535 : c->posted);
+}
+
+/* Closes the slot being filled, so nothing more joins its message. */
+void uw__sdp_seal(uw_sdp_conn *c)
+{
+    if (!c->tf_n)
+        return;
+    uint32_t id = c->tx_fifo[(c->tf_head + c->tf_n - 1) % TX_CAP];
+    if (c->tx[id].state == TX_FILLING) {
+        c->tx[id].state = TX_READY;
+        c->sealed++;
+    }
+}
+
+/* Writes the BSDH (and an extended header) of our next message, records it
+ * for the credit check of 10.5 and what it told the peer. */
+static void stamp(uw_sdp_conn *c, uw_sdp_msg *m, uint8_t *out)
+{
+    if (c->state == UW_SDP_S_HELLO && c->cfg.accepting) {
+        /* 6.2.2: the HelloAck carries MSeq 0 and MSeqAck 0. */
+        m->bsdh.mseq = 0;
+        m->bsdh.mseqack = 0;
+    } else {
+        m->bsdh.mseq = c->last_sent + 1;
+        m->bsdh.mseqack = c->last_rcvd;
+    }
+    m->bsdh.bufs = bufs_now(c);
+    (void)uw__sdp_encode_hdr(m, out, UW_SDP_MAX_HDR);
+    c->last_sent = m->bsdh.mseq;
+    c->any_sent = true;
+    c->adv_bufs = m->bsdh.bufs;
+    c->adv_ack = m->bsdh.mseqack;
+    c->hist[m->bsdh.mseq % HIST].bufs = m->bsdh.bufs;
+    c->hist[m->bsdh.mseq % HIST].mseqack = m->bsdh.mseqack;
+    c->st.msgs_sent++;
+}
+
+static int ctl_slot(uw_sdp_conn *c)
+{
+    for (int i = 0; i < (int)CTL_CAP; i++)
+        if (!c->ctl_busy[i])
+            return i;
+    return -1;
+}
+
+/* A payload-free message from a control slot. */
+static int send_ctl(uw_sdp_conn *c, uint8_t mid, uint32_t value, bool solicited, uw_sdp_tx *out)
+{
+    int s = ctl_slot(c);
+    if (s < 0)
+        return 0;
+    uw_sdp_msg m;
+    memset(&m, 0, sizeof(m));
+    m.bsdh.mid = mid;
+    int ext = uw__sdp_ext_len(mid);
+    m.bsdh.len = UW_SDP_BSDH_LEN + (uint32_t)(ext > 0 ? ext : 0);
+    m.u.value = value;
+    uint8_t *p = c->ctl_mem + (size_t)s * CTL_SIZE;
+    stamp(c, &m, p);
+    c->ctl_busy[s] = true;
+    c->ctl_inflight++;
+    out->id = RX_CAP + TX_CAP + (uint32_t)s;
+    out->addr = p;
+    out->len = m.bsdh.len;
+    out->solicited = solicited;
+    return 1;
+}
+
+static int send_helloack(uw_sdp_conn *c, uw_sdp_tx *out)
+{
+    int s = ctl_slot(c);
+    if (s < 0)
+        return 0;
+    uw_sdp_msg m;
+    memset(&m, 0, sizeof(m));
+    m.bsdh.mid = UW_SDP_HELLOACK;
+    m.bsdh.len = UW_SDP_HELLOACK_LEN;
+    m.u.helloack.majv = 1;
+    m.u.helloack.minv = c->minv;
+    m.u.helloack.max_adverts = c->cfg.max_adverts;
+    m.u.helloack.act_rcv_sz = c->rcv_size;
+    m.u.helloack.loc_ird = c->ird;
+    m.u.helloack.loc_ord = c->ord;
+    uint8_t *p = c->ctl_mem + (size_t)s * CTL_SIZE;
+    c->setup_bufs = bufs_now(c);
+    stamp(c, &m, p);
+    c->st.msgs_sent--; /* counted as setup, like the Hello */
+    c->ctl_busy[s] = true;
+    c->ctl_inflight++;
+    out->id = RX_CAP + TX_CAP + (uint32_t)s;
+    out->addr = p;
+    out->len = m.bsdh.len;
+    out->solicited = true; /* 8.1.1 step 5 */
+    c->state = UW_SDP_S_OPEN; /* step 6 */
+    return 1;
+}
+
+/* The oldest queued data message, if Nagle and cork let it go now. */
+static txslot *data_ready(uw_sdp_conn *c, uint32_t *idp)
+{
+    if (!c->tf_n)
+        return NULL;
+    uint32_t id = c->tx_fifo[c->tf_head];
+    txslot *t = &c->tx[id];
+    if (t->state == TX_FILLING) {
+        /* A partial message waits while another is in flight (Nagle), while
+         * corked, or while the caller said MSG_MORE. */
+        if (c->cork || c->more || (!c->nodelay && c->data_inflight))
+            return NULL;
+        t->state = TX_READY;
+        c->sealed++;
+    }
+    *idp = id;
+    return t;
+}
+
+/* 10.4/10.5: a Data message without payload when the peer's credit is down
+ * to one or less and we can give more, or when a good share of our buffers
+ * is not yet advertised. Two or more at a time, so that credit updates never
+ * answer each other (each one uses a buffer of its receiver). */
+static bool credit_update_due(const uw_sdp_conn *c)
+{
+    int32_t est = uw__sdp_peer_credit_est(c);
+    int32_t now = bufs_now(c);
+    if (now <= est)
+        return false;
+    if (est <= 1)
+        return true;
+    int32_t half = (int32_t)c->target_bufs / 2;
+    return now - est >= (half < 2 ? 2 : half);
+}
+
+int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
+{
+    if (c->llp_gone)
+        return 0;
+    if (c->state == UW_SDP_S_ERROR) {
+        /* 8.2.2: AbortConn, then the LLP goes once it completed. */
+        if (c->abort_pending && uw__sdp_send_credit(c) >= 1) {
+            c->abort_pending = false;
+            c->abortconn_sent = true;
+            return send_ctl(c, UW_SDP_ABORTCONN, 0, true, out);
+        }
+        if (c->abort_pending) { /* no credit to say it with: reset the LLP */
+            c->abort_pending = false;
+            c->llp = UW_SDP_LLP_ABORT;
+        }
+        return 0;
+    }
+    if (c->state == UW_SDP_S_HELLO && c->cfg.accepting) {
+        if (c->posted < c->target_bufs) /* 8.1.1 step 4b */
+            return 0;
+        return send_helloack(c, out);
+    }
+    if (c->state != UW_SDP_S_OPEN)
+        return 0;
+    int32_t credit = uw__sdp_send_credit(c);
+    if (credit < 1)
+        return 0;
+    /* Payload-free messages need two credits (10.5), so that one always
+     * remains for a credit update. */
+    if (credit >= 2) {
+        if (c->sendsm_extra) {
+            c->sendsm_extra--;
+            c->st.sendsm_sent++;
+            return send_ctl(c, UW_SDP_SENDSM, 0, true, out);
+        }
+        if (c->sendsm_due && c->sa_n) {
+            srcavail *s = &c->sa[c->sa_head % 64];
+            c->sendsm_due = false;
+            s->sendsm_sent = true;
+            s->sendsm_mseq = c->last_sent + 1;
+            c->st.sendsm_sent++;
+            return send_ctl(c, UW_SDP_SENDSM, 0, true, out);
+        }
+        if (c->sinkcancelack_due) {
+            c->sinkcancelack_due = false;
+            return send_ctl(c, UW_SDP_SINKCANCELACK, 0, true, out);
+        }
+        if (c->chra_due && !c->chra_wait_old) {
+            c->chra_due = false;
+            c->st.chrcvbufack_sent++;
+            return send_ctl(c, UW_SDP_CHRCVBUFACK, c->chra_size, false, out);
+        }
+        if (c->chr_resend && !c->chr_pending && !c->chr_outstanding) {
+            c->chr_resend = false;
+            c->chr_pending = true;
+            c->chr_barrier = c->sealed;
+        }
+        if (c->chr_pending && c->sent_msgs_data >= c->chr_barrier) {
+            c->chr_pending = false;
+            c->chr_outstanding = true;
+            c->st.chrcvbuf_sent++;
+            return send_ctl(c, UW_SDP_CHRCVBUF, c->chr_size, false, out);
+        }
+    }
+    uint32_t id;
+    txslot *t = credit >= 3 ? data_ready(c, &id) : NULL;
+    if (t && !(c->chr_pending && c->sent_msgs_data >= c->chr_barrier)) {
+        uw_sdp_msg m;
+        memset(&m, 0, sizeof(m));
+        m.bsdh.mid = UW_SDP_DATA;
+        m.bsdh.flags = t->flags;
+        m.bsdh.len = UW_SDP_BSDH_LEN + t->fill;
+        stamp(c, &m, t->mem);
+        t->state = TX_INFLIGHT;
+        c->tf_head = (c->tf_head + 1) % TX_CAP;
+        c->tf_n--;
+        c->data_inflight++;
+        c->sent_msgs_data++;
+        c->pnd++; /* 9.5.1 step 3 */
+        if (c->sinkavail_ignored)
+            c->sinkavail_ignored--;
+        c->st.data_msgs_sent++;
+        if (t->flags & UW_SDP_OOB_PRES)
+            c->st.oob_sent++;
+        out->id = RX_CAP + id;
+        out->addr = t->mem;
+        out->len = m.bsdh.len;
+        /* 14.2: Data with OOB_PRES or OOB_PEND is solicited. */
+        out->solicited = (t->flags & (UW_SDP_OOB_PRES | UW_SDP_OOB_PEND)) != 0;
+        return 1;
+    }
+    if (credit >= 2 && c->shut_wr && !c->disconn_sent && !c->tf_n && !c->chr_pending) {
+        c->disconn_sent = true; /* 8.2.1 step 2, after all data (step 1) */
+        return send_ctl(c, UW_SDP_DISCONN, 0, false, out);
+    }
+    if (credit_update_due(c)) {
+        c->st.credit_updates_sent++;
+        return send_ctl(c, UW_SDP_DATA, 0, false, out);
+    }
+    return 0;
+}
+
+void uw__sdp_conn_tx_done(uw_sdp_conn *c, uint32_t id)
+{
+    if (id >= RX_CAP + TX_CAP) {
+        uint32_t s = id - RX_CAP - TX_CAP;
+        if (s < CTL_CAP && c->ctl_busy[s]) {
+            c->ctl_busy[s] = false;
+            c->ctl_inflight--;
+            const uint8_t mid = c->ctl_mem[s * CTL_SIZE];
+            if (mid == UW_SDP_ABORTCONN && !c->llp_gone)
+                c->llp = UW_SDP_LLP_ABORT; /* 8.2.2: after its completion */
+        }
+    } else if (id >= RX_CAP) {
+        txslot *t = &c->tx[id - RX_CAP];
+        if (t->state != TX_INFLIGHT)
+            return;
+        t->state = TX_FREE;
+        t->fill = 0;
+        t->flags = 0;
+        c->data_inflight--;
+        c->tx_used--;
+    }
+    if (c->disconn_sent && !c->disconn_done && !c->data_inflight && !c->ctl_inflight) {
+        c->disconn_done = true;
+        uw__sdp_check_closed(c);
+    }
+}
+
+/* A slot to fill: the open one at the tail, or a fresh one. */
+static txslot *fill_slot(uw_sdp_conn *c, uint32_t maxp)
+{
+    if (c->tf_n) {
+        uint32_t id = c->tx_fifo[(c->tf_head + c->tf_n - 1) % TX_CAP];
+        txslot *t = &c->tx[id];
+        if (t->state == TX_FILLING && t->fill < maxp)
+            return t;
+        if (t->state == TX_FILLING) {
+            t->state = TX_READY;
+            c->sealed++;
+        }
+    }
+    if (c->tx_used >= c->tx_usable)
+        return NULL;
+    for (uint32_t id = 0; id < TX_CAP; id++) {
+        txslot *t = &c->tx[id];
+        if (t->state != TX_FREE)
+            continue;
+        if (!t->mem) {
+            t->mem = c->a.alloc(c->a.ud, c->cfg.tx_size);
+            if (!t->mem)
+                return NULL;
+        }
+        t->state = TX_FILLING;
+        t->fill = 0;
+        t->flags = 0;
+        c->tx_used++;
+        c->tx_fifo[(c->tf_head + c->tf_n) % TX_CAP] = id;
+        c->tf_n++;
+        return t;
+    }
+    return NULL;
+}
+
+static int send_state_error(uw_sdp_conn *c)
+{
+    if (c->state == UW_SDP_S_IDLE || c->state == UW_SDP_S_HELLO)
+        return UW_ENOTCONN;
+    if (c->err) { /* a reset is reported once, then EPIPE, as on TCP */
+        int e = c->err;
+        c->err = 0;
+        return e;
+    }
+    if (c->shut_wr || c->state != UW_SDP_S_OPEN)
+        return UW_EPIPE;
+    return 0;
+}
+
+ssize_t uw__sdp_conn_send(uw_sdp_conn *c, const struct iovec *iov, int iovcnt, unsigned flags)
+{
+    if (iovcnt < 0 || (iovcnt && !iov))
+        return UW_EINVAL;
+    int e = send_state_error(c);
+    if (e)
+        return e;
+    size_t total = 0;
+    for (int i = 0; i < iovcnt; i++)
+        total += iov[i].iov_len;
+    if (!total)
+        return 0;
+    uint32_t maxp = uw__sdp_max_payload(c);
+    size_t done = 0;
+    txslot *last = NULL;
+    for (int i = 0; i < iovcnt; i++) {
+        const uint8_t *src = iov[i].iov_base;
+        size_t left = iov[i].iov_len;
+        while (left) {
+            txslot *t = fill_slot(c, maxp);
+            if (!t)
+                goto out;
+            uint32_t room = maxp - t->fill;
+            uint32_t k = left < room ? (uint32_t)left : room;
+            memcpy(t->mem + UW_SDP_BSDH_LEN + t->fill, src, k);
+            t->fill += k;
+            src += k;
+            left -= k;
+            done += k;
+            last = t;
+        }
+    }
+out:
+    if (!done)
+        return UW_EAGAIN;
+    c->st.sent += done;
+    if ((flags & UW_SDP_MSG_OOB) && last) {
+        /* 9.5.3: the urgent octet ends a Data message with OOB_PRES; the
+         * same message carries the one OOB_PEND of this indication, which
+         * keeps the flag within 64 KiB of its octet. */
+        last->flags |= UW_SDP_OOB_PRES | UW_SDP_OOB_PEND;
+        uw__sdp_seal(c);
+    }
+    c->more = (flags & UW_SDP_MSG_MORE) != 0;
+    return (ssize_t)done;
+}
+
+size_t uw__sdp_conn_outq(const uw_sdp_conn *c)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < c->tf_n; i++)
+        n += c->tx[c->tx_fifo[(c->tf_head + i) % TX_CAP]].fill;
+    return n;
+}
+
+bool uw__sdp_conn_tx_idle(const uw_sdp_conn *c)
+{
+    return !c->tf_n && !c->data_inflight && !c->ctl_inflight && !c->abort_pending &&
+           (!c->shut_wr || c->disconn_sent);
+}
