@@ -8,8 +8,12 @@ target_link_libraries(uw_pm_net PUBLIC uwarp)
 target_compile_definitions(uw_pm_net PUBLIC _GNU_SOURCE)
 
 add_executable(uwarp-pmd ${CMAKE_CURRENT_SOURCE_DIR}/pm/uwarp-pmd.c
-                         ${CMAKE_CURRENT_SOURCE_DIR}/pm/pmd_config.c)
+                         ${CMAKE_CURRENT_SOURCE_DIR}/pm/pmd_config.c
+                         ${CMAKE_CURRENT_SOURCE_DIR}/pm/pmd_ctl.c
+                         ${CMAKE_CURRENT_SOURCE_DIR}/pm/pmd_owner.c)
 target_link_libraries(uwarp-pmd PRIVATE uw_pm_net)
+# The control socket's protocol is the library's internal src/pm/ctl.h.
+target_include_directories(uwarp-pmd PRIVATE ${PROJECT_SOURCE_DIR}/src)
 
 add_executable(uwarp-pm ${CMAKE_CURRENT_SOURCE_DIR}/pm/uwarp-pm.c)
 target_link_libraries(uwarp-pm PRIVATE uw_pm_net)

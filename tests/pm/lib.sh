@@ -43,11 +43,15 @@ child_of() {
 # start_pmd LOG ARGS...: starts uwarp-pmd on 127.0.0.1 with a port the kernel
 # picks (never 3935) and sets PMD_PID and PMD_PORT. timeout(1) bounds the
 # daemon's lifetime too, in case this script is killed hard; signals go to
-# the daemon itself, timeout's child.
+# the daemon itself, timeout's child. Each daemon's control socket is its own
+# file under $TMP (never /run/uwarp) unless ARGS has --control.
+PMD_STARTS=0
 start_pmd() {
     local log=$1 i
     shift
-    timeout -s KILL 110 "$PMD" --port 0 --listen 127.0.0.1 "$@" 2>"$log" &
+    PMD_STARTS=$((PMD_STARTS + 1))
+    UWARP_PMD_CONTROL="$TMP/pmd-$PMD_STARTS.sock" \
+        timeout -s KILL 110 "$PMD" --port 0 --listen 127.0.0.1 "$@" 2>"$log" &
     local tpid=$!
     PMD_PIDS+=("$tpid")
     PMD_PORT=

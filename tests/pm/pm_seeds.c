@@ -1,6 +1,7 @@
 /* Writes the seed inputs of the port mapper fuzz targets (pm_codec,
- * pm_client, pm_server) into DIR/<target>/, one file per seed, named by
- * what it exercises. Run once and commit; the replay tests use them.
+ * pm_client, pm_server, pm_ctl) into DIR/<target>/, one file per seed,
+ * named by what it exercises. Run once and commit; the replay tests use
+ * them.
  *   pm_seeds tests/fuzz/corpus */
 #include <errno.h>
 #include <stdio.h>
@@ -120,5 +121,26 @@ int main(int argc, char **argv)
     rc |= write_seed(d, "pm_server", "dup_flip", dup_flip, sizeof(dup_flip));
     rc |= write_seed(d, "pm_server", "full", full, sizeof(full));
     rc |= write_seed(d, "pm_server", "replace_rate", replace_rate, sizeof(replace_rate));
+
+    /* Control protocol: a chunking seed octet, then the stream (the
+     * formatter check also reads octets 1 and 2 as code and buffer size). */
+    static const struct {
+        const char *name, *text;
+    } ctl[] = {
+        {"requests", "\x01MAP 5001 15001\nUNMAP 5001\nMAP 80 80\n"},
+        {"replies", "\x02OK\nERR EPERM no listening TCP socket on port 5001 belongs to uid 1000\n"
+                    "ERR EADDRINUSE\nERR EFUTURE soon\n"},
+        {"crlf_and_errors", "\x03MAP 1 2\r\nMAP 0 1\nMAP 01 2\nmap 1 2\nMAP  1 2\n\nPING\n"},
+        {"format", "\x04\x20\x80message with \x01 control octets and more text than fits"},
+        {"short_buffer", "\x05\x01\x0cERR"},
+    };
+    for (size_t i = 0; i < sizeof(ctl) / sizeof(ctl[0]); i++)
+        rc |= write_seed(d, "pm_ctl", ctl[i].name, ctl[i].text, strlen(ctl[i].text));
+    uint8_t longline[1 + 2 * 130];
+    longline[0] = 6;
+    memset(longline + 1, 'M', sizeof(longline) - 1);
+    longline[128] = '\n';                  /* 127 octets and the LF: fits */
+    longline[sizeof(longline) - 1] = '\n'; /* 131 before it: overflow */
+    rc |= write_seed(d, "pm_ctl", "long_lines", longline, sizeof(longline));
     return rc ? 1 : 0;
 }

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "../cliutil.h"
+#include "pm/ctl.h"
+#include "pmd_ctl.h"
 
 static bool g_syslog;
 
@@ -47,14 +49,20 @@ void pmd_config_init(pmd_config *c)
     c->rate = 100;
     c->burst = 200;
     c->pmtime = 20; /* 5 s: enough to connect, short enough to follow changes */
+    c->ctl_max_conns = 256;
+    c->ctl_max_maps = 1024;
+    c->ctl_max_per_uid = 64;
+    c->owner_check = PMD_OWNER_AUTO;
 }
 
 void pmd_config_free(pmd_config *c)
 {
     free(c->maps);
     free(c->rules);
+    free(c->control);
     c->maps = NULL;
     c->rules = NULL;
+    c->control = NULL;
     c->nmaps = c->nrules = c->cap_maps = c->cap_rules = 0;
 }
 
@@ -62,6 +70,30 @@ bool pmd_tunables_equal(const pmd_config *a, const pmd_config *b)
 {
     return a->accept_timeout_ms == b->accept_timeout_ms && a->max_pending == b->max_pending &&
            a->rate == b->rate && a->burst == b->burst && a->rate_off == b->rate_off;
+}
+
+bool pmd_control_equal(const pmd_config *a, const pmd_config *b)
+{
+    bool pa, pb;
+    const char *x = pmd_control_path(a, &pa), *y = pmd_control_path(b, &pb);
+    bool same_path = (!x && !y) || (x && y && strcmp(x, y) == 0);
+    return same_path && a->ctl_max_conns == b->ctl_max_conns &&
+           a->ctl_max_maps == b->ctl_max_maps && a->ctl_max_per_uid == b->ctl_max_per_uid &&
+           a->owner_check == b->owner_check;
+}
+
+const char *pmd_control_path(const pmd_config *c, bool *explicit_out)
+{
+    const char *p = c->control;
+    *explicit_out = true;
+    if (!p) {
+        p = getenv(UW__PM_CTL_ENV);
+        if (!p || !*p) {
+            p = UW__PM_CTL_DEFAULT_PATH;
+            *explicit_out = false;
+        }
+    }
+    return strcmp(p, "none") == 0 ? NULL : p;
 }
 
 static bool num(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
@@ -180,6 +212,34 @@ static int apply(pmd_config *c, const char *name, const char *v, bool from_file)
         c->burst = n;
         return 0;
     }
+    if (strcmp(name, "control") == 0) {
+        char *p = strdup(v);
+        if (!p)
+            return -2;
+        free(c->control);
+        c->control = p;
+        return 0;
+    }
+    size_t *limit = strcmp(name, "control-max-conns") == 0     ? &c->ctl_max_conns
+                    : strcmp(name, "control-max-maps") == 0    ? &c->ctl_max_maps
+                    : strcmp(name, "control-max-per-uid") == 0 ? &c->ctl_max_per_uid
+                                                               : NULL;
+    if (limit) {
+        if (!num(v, 1, 65536, &n))
+            return -1;
+        *limit = n;
+        return 0;
+    }
+    if (strcmp(name, "owner-check") == 0) {
+        static const char *const src[] = {"auto", "netlink", "proc"};
+        for (int k = 0; k < 3; k++) {
+            if (strcmp(v, src[k]) == 0) {
+                c->owner_check = k;
+                return 0;
+            }
+        }
+        return -1;
+    }
     if (strcmp(name, "log") == 0) {
         if (strcmp(v, "stderr") != 0 && strcmp(v, "syslog") != 0)
             return -1;
@@ -256,9 +316,22 @@ int pmd_config_load(pmd_config *c, int argc, char **argv)
         if (rc)
             return rc;
     }
-    static const char *const valued[] = {"map",    "allow",  "deny",           "port",
-                                         "listen", "pmtime", "accept-timeout", "max-pending",
-                                         "rate",   "burst",  "config"};
+    static const char *const valued[] = {"map",
+                                         "allow",
+                                         "deny",
+                                         "port",
+                                         "listen",
+                                         "pmtime",
+                                         "accept-timeout",
+                                         "max-pending",
+                                         "rate",
+                                         "burst",
+                                         "control",
+                                         "control-max-conns",
+                                         "control-max-maps",
+                                         "control-max-per-uid",
+                                         "owner-check",
+                                         "config"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--syslog") == 0) {
@@ -296,34 +369,23 @@ int pmd_config_load(pmd_config *c, int argc, char **argv)
     return 0;
 }
 
-int pmd_lookup(void *ud, const uw_pm_msg *req, const uw_pm_udp_addr *from, uw_pm_mapping *out)
+bool pmd_client_allowed(const pmd_config *c, const uw_pm_udp_addr *from)
 {
-    const pmd_config *c = ud;
     /* First matching rule decides; with no match, a list that has allow
      * rules is a whitelist and denies, one with only deny rules allows. */
-    bool any_allow = false, decided = false, allowed = true;
-    for (size_t i = 0; i < c->nrules && !decided; i++) {
+    bool any_allow = false;
+    for (size_t i = 0; i < c->nrules; i++) {
         any_allow |= c->rules[i].allow;
-        if (pmn_net_match(&c->rules[i].net, from->ipv, from->ip)) {
-            decided = true;
-            allowed = c->rules[i].allow;
-        }
+        if (pmn_net_match(&c->rules[i].net, from->ipv, from->ip))
+            return c->rules[i].allow;
     }
-    if (!decided) {
-        for (size_t i = 0; i < c->nrules; i++)
-            any_allow |= c->rules[i].allow;
-        allowed = !any_allow;
-    }
-    if (!allowed)
-        return 0;
-    for (size_t i = 0; i < c->nmaps; i++) {
-        if (c->maps[i].service == req->ap_port) {
-            /* The SDP Address is the requested address (this host) with the
-             * mapped port; out already holds the requested address. */
-            out->port = c->maps[i].sdp ? c->maps[i].sdp : req->ap_port;
-            out->pmtime = c->pmtime;
-            return 1;
-        }
-    }
-    return 0; /* unmapped service: PMDeny (7.4) */
+    return !any_allow;
+}
+
+uint16_t pmd_static_sdp(const pmd_config *c, uint16_t svc)
+{
+    for (size_t i = 0; i < c->nmaps; i++)
+        if (c->maps[i].service == svc)
+            return c->maps[i].sdp ? c->maps[i].sdp : svc;
+    return 0;
 }

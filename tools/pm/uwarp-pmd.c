@@ -1,6 +1,7 @@
 /* uwarp-pmd: the SDP port mapper service (PMSP, draft-pinkerton-iwarp-sdp-01
  * section 7) as a foreground daemon. This file is the I/O adapter: UDP
- * sockets, poll(), signals and the clock around the sans-I/O uw_pm_server. */
+ * sockets, poll(), signals and the clock around the sans-I/O uw_pm_server;
+ * the control socket for dynamic registrations is pmd_ctl.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -14,6 +15,7 @@
 
 #include "../cliutil.h"
 #include "pmd.h"
+#include "pmd_ctl.h"
 
 const char PMD_HELP[] =
     "usage: uwarp-pmd [OPTIONS]\n"
@@ -46,6 +48,19 @@ const char PMD_HELP[] =
     "  --rate N|off, --burst N\n"
     "                       PMReqs per second per source address (default 100,\n"
     "                       burst 200); excess is dropped silently\n"
+    "  --control PATH|none  Unix socket where local services register mappings\n"
+    "                       that last as long as their connection (default\n"
+    "                       $UWARP_PMD_CONTROL, else /run/uwarp/pmd.sock; the\n"
+    "                       directory is created). Mode 0666: a request \"MAP SVC\n"
+    "                       SDP\" is granted to root, or to the uid that owns every\n"
+    "                       listening TCP socket on both ports (docs/portmapper.md)\n"
+    "  --control-max-conns N, --control-max-maps N, --control-max-per-uid N\n"
+    "                       control connections (default 256), registered\n"
+    "                       mappings (1024), and both per non-root uid (64)\n"
+    "  --owner-check auto|netlink|proc\n"
+    "                       how listening sockets' owners are found: inet_diag\n"
+    "                       netlink, /proc/net/tcp{,6}, or netlink falling back to\n"
+    "                       /proc (default auto)\n"
     "  --config FILE        read options from FILE ('#' comments; also\n"
     "                       'log stderr|syslog', 'verbose yes|no')\n"
     "  --syslog             log to syslog (daemon facility) instead of stderr\n"
@@ -53,12 +68,12 @@ const char PMD_HELP[] =
     "  --help               this text\n"
     "\n"
     "Signals: SIGHUP re-reads the configuration (maps, rules and PmTime apply at\n"
-    "once; timeouts, limits and rates recreate the state table; addresses and\n"
-    "port need a restart); SIGUSR1 logs statistics; SIGTERM and SIGINT log them\n"
-    "and exit 0. Statistics are one line: stats: requests=N accepts=N ...\n"
+    "once; timeouts, limits and rates recreate the state table; addresses, port\n"
+    "and control settings need a restart); SIGUSR1 logs statistics; SIGTERM and\n"
+    "SIGINT log them and exit 0. Statistics are one line: stats: requests=N ...\n"
     "\n"
     "Exit codes: 0 stopped by a signal; 1 usage or configuration error;\n"
-    "3 system error (no socket could be opened).\n";
+    "3 system error (no socket could be opened, or the --control socket).\n";
 
 #define BATCH 256 /* datagrams per socket per wake-up: other sockets get a turn */
 
@@ -68,6 +83,8 @@ typedef struct pmd {
     struct pollfd pfd[PMD_MAX_LISTEN + 1];
     int family[PMD_MAX_LISTEN + 1];
     size_t nsock;
+    pmd_ctl *ctl;       /* NULL: no control socket */
+    struct pollfd *all; /* pfd, then the control socket's */
     uint64_t received, send_errors;
     int argc;
     char **argv;
@@ -124,12 +141,37 @@ static void log_event(void *ud, const uw_pm_server_event *ev)
             (unsigned long long)ev->req->assoc, ev->type == UW_PM_EV_RELEASED ? why[ev->why] : "");
 }
 
+/* Rules first, for every kind of mapping; then the configuration's maps,
+ * then the registrations on the control socket. */
+static int lookup(void *ud, const uw_pm_msg *req, const uw_pm_udp_addr *from, uw_pm_mapping *out)
+{
+    pmd *d = ud;
+    if (!pmd_client_allowed(&d->cfg, from))
+        return 0;
+    uint16_t sdp = pmd_static_sdp(&d->cfg, req->ap_port);
+    if (!sdp && d->ctl && !pmd_ctl_lookup(d->ctl, req->ap_port, pmn_now(), &sdp))
+        return 0; /* unmapped service: PMDeny (7.4) */
+    if (!sdp)
+        return 0;
+    /* The SDP Address is the requested address (this host) with the mapped
+     * port; out already holds the requested address. */
+    out->port = sdp;
+    out->pmtime = d->cfg.pmtime;
+    return 1;
+}
+
+static bool static_mapped(void *ud, uint16_t port)
+{
+    const pmd *d = ud;
+    return pmd_static_sdp(&d->cfg, port) != 0;
+}
+
 static int make_server(pmd *d, const pmd_config *c, uw_pm_server **out)
 {
     uw_pm_server_opts o;
     memset(&o, 0, sizeof(o));
-    o.lookup = pmd_lookup;
-    o.lookup_ud = &d->cfg;
+    o.lookup = lookup;
+    o.lookup_ud = d;
     o.on_event = log_event;
     o.event_ud = d;
     o.accept_timeout_ns = c->accept_timeout_ms * UW_PM_NS_PER_MS;
@@ -147,11 +189,13 @@ static void log_stats(const pmd *d)
     uw_pm_server_stats_get(d->srv, &st);
     unsigned long rss, peak;
     pmn_rss_kb(&rss, &peak);
+    size_t conns, regs;
+    pmd_ctl_counts(d->ctl, &conns, &regs);
     pmd_log(PMD_LOG_INFO,
             "stats: received=%llu requests=%llu accepts=%llu denies=%llu duplicates=%llu "
             "replaced=%llu acks=%llu acks_unknown=%llu timeouts=%llu rate_limited=%llu "
             "full=%llu malformed=%llu ignored=%llu pending=%llu pending_peak=%llu "
-            "send_errors=%llu rss_kb=%lu rss_peak_kb=%lu",
+            "send_errors=%llu registrations=%zu control_conns=%zu rss_kb=%lu rss_peak_kb=%lu",
             (unsigned long long)d->received, (unsigned long long)st.requests,
             (unsigned long long)st.accepts, (unsigned long long)st.denies,
             (unsigned long long)st.duplicates, (unsigned long long)st.replaced,
@@ -159,7 +203,8 @@ static void log_stats(const pmd *d)
             (unsigned long long)st.timeouts, (unsigned long long)st.rate_limited,
             (unsigned long long)st.full, (unsigned long long)st.malformed,
             (unsigned long long)st.ignored, (unsigned long long)st.pending,
-            (unsigned long long)st.pending_peak, (unsigned long long)d->send_errors, rss, peak);
+            (unsigned long long)st.pending_peak, (unsigned long long)d->send_errors, regs, conns,
+            rss, peak);
 }
 
 static int open_socket(pmd *d, const uw_pm_udp_addr *a)
@@ -315,6 +360,8 @@ static void reload(pmd *d)
     }
     if (!same_listen(&n, &d->cfg))
         pmd_log(PMD_LOG_WARN, "listen addresses and port change only on restart");
+    if (!pmd_control_equal(&n, &d->cfg))
+        pmd_log(PMD_LOG_WARN, "control socket settings change only on restart");
     if (!pmd_tunables_equal(&n, &d->cfg)) {
         uw_pm_server *s;
         if (make_server(d, &n, &s) != 0) {
@@ -332,6 +379,13 @@ static void reload(pmd *d)
     n.nlisten = d->cfg.nlisten;
     memcpy(n.listen, d->cfg.listen, sizeof(n.listen));
     n.use_syslog = d->cfg.use_syslog;
+    free(n.control);
+    n.control = d->cfg.control;
+    d->cfg.control = NULL;
+    n.ctl_max_conns = d->cfg.ctl_max_conns;
+    n.ctl_max_maps = d->cfg.ctl_max_maps;
+    n.ctl_max_per_uid = d->cfg.ctl_max_per_uid;
+    n.owner_check = d->cfg.owner_check;
     pmd_config_free(&d->cfg);
     d->cfg = n;
     pmd_log(PMD_LOG_INFO, "configuration reloaded: %zu maps, %zu rules, pmtime %u", d->cfg.nmaps,
@@ -393,6 +447,34 @@ int main(int argc, char **argv)
         pmd_log(PMD_LOG_ERR, "out of memory");
         return CLI_EXIT_IO;
     }
+    bool ctl_explicit;
+    const char *ctl_path = pmd_control_path(&d.cfg, &ctl_explicit);
+    if (ctl_path) {
+        pmd_ctl_opts co;
+        memset(&co, 0, sizeof(co));
+        co.path = ctl_path;
+        co.max_conns = d.cfg.ctl_max_conns;
+        co.max_maps = d.cfg.ctl_max_maps;
+        co.max_per_uid = d.cfg.ctl_max_per_uid;
+        co.owner_source = d.cfg.owner_check;
+        co.recheck_ns = 1000 * UW_PM_NS_PER_MS;
+        co.static_mapped = static_mapped;
+        co.ud = &d;
+        if (pmd_ctl_open(&d.ctl, &co) != 0) {
+            if (ctl_explicit) {
+                uw_pm_server_destroy(d.srv);
+                return CLI_EXIT_IO;
+            }
+            pmd_log(PMD_LOG_WARN, "control: no dynamic registration (static maps only)");
+        }
+    } else {
+        pmd_log(PMD_LOG_INFO, "control: disabled");
+    }
+    d.all = calloc(d.nsock + (d.ctl ? pmd_ctl_max_fds(d.ctl) : 0), sizeof(*d.all));
+    if (!d.all) {
+        pmd_log(PMD_LOG_ERR, "out of memory");
+        return CLI_EXIT_IO;
+    }
     pmd_log(PMD_LOG_INFO, "ready: %zu maps, %zu rules, pmtime %u, accept timeout %llu ms",
             d.cfg.nmaps, d.cfg.nrules, (unsigned)d.cfg.pmtime,
             (unsigned long long)d.cfg.accept_timeout_ms);
@@ -406,7 +488,11 @@ int main(int argc, char **argv)
             uint64_t ms = next > now ? (next - now + UW_PM_NS_PER_MS - 1) / UW_PM_NS_PER_MS : 0;
             timeout = ms > 60000 ? 60000 : (int)ms;
         }
-        int n = poll(d.pfd, d.nsock, timeout);
+        memcpy(d.all, d.pfd, d.nsock * sizeof(*d.all));
+        size_t nctl = d.ctl ? pmd_ctl_fill(d.ctl, d.all + d.nsock) : 0;
+        int n = poll(d.all, d.nsock + nctl, timeout);
+        for (size_t k = 0; k < d.nsock; k++)
+            d.pfd[k].revents = n > 0 ? d.all[k].revents : 0;
         if (n < 0 && errno != EINTR) {
             pmd_log(PMD_LOG_ERR, "poll: %s", strerror(errno));
             break;
@@ -427,8 +513,12 @@ int main(int argc, char **argv)
         for (size_t k = 1; n > 0 && k < d.nsock; k++)
             if (d.pfd[k].revents & (POLLIN | POLLERR))
                 drain_socket(&d, k);
+        if (n > 0 && d.ctl)
+            pmd_ctl_service(d.ctl, d.all + d.nsock, nctl, pmn_now());
     }
     log_stats(&d);
+    pmd_ctl_close(d.ctl);
+    free(d.all);
     pmd_log(PMD_LOG_INFO, "exiting");
     for (size_t k = 0; k < d.nsock; k++)
         close(d.pfd[k].fd);
