@@ -596,6 +596,13 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
             return rc;
     }
     if (m->bsdh.flags & UW_SDP_OOB_PEND) {
+        /* A new mark is announced (Linux tcp_check_urg): a reader standing on
+         * the old urgent octet, which is there, would read it as data once
+         * the mark moves, so it is dropped; also when it was already read
+         * with MSG_OOB, which the state below forgets. */
+        if ((c->urg == URG_VALID || c->urg == URG_READ) && !c->oobinline &&
+            c->copied == c->urg_off && c->urg_off < c->rcv_nxt)
+            uw__sdp_skip_urgent(c);
         if (c->urg != URG_VALID || c->urg_off < c->copied)
             c->urg = URG_PENDING;
     }
@@ -690,7 +697,15 @@ int uw__sdp_conn_on_recv(uw_sdp_conn *c, uint32_t id, uint32_t len)
         c->chra_wait_old = false;
     if (c->state == UW_SDP_S_ERROR || c->state == UW_SDP_S_CLOSED) {
         uw__sdp_rx_release(c, id);
-        return c->state == UW_SDP_S_ERROR ? 0 : violate(c, "8.2.1: message after the close");
+        if (c->state == UW_SDP_S_ERROR)
+            return 0;
+        /* 8.2.1: the peer's DisConn came before its payload-free messages
+         * that it built before our DisConn reached it (credit updates, a
+         * ChRcvBufAck for our last ChRcvBuf): they may still arrive. */
+        uw_sdp_msg lm;
+        if (len <= b->size && uw__sdp_decode(b->mem, len, &lm) == 0 && !lm.payload_len)
+            return 0;
+        return violate(c, "8.2.1: message after the close");
     }
     if (len > b->size) {
         uw__sdp_rx_release(c, id);

@@ -167,8 +167,12 @@ static bool credit_update_due(const uw_sdp_conn *c)
     int32_t now = bufs_now(c);
     if (now <= est)
         return false;
+    /* 10.5's update for a peer at one credit or none, except when it only
+     * gives back the buffer the peer's own update took while we are low too
+     * (two readers that stopped, 2 buffers posted each): each update would
+     * then oblige the other to answer, without end. */
     if (est <= 1)
-        return true;
+        return now - est >= 2 || uw__sdp_send_credit(c) >= 3;
     int32_t half = (int32_t)c->target_bufs / 2;
     return now - est >= (half < 2 ? 2 : half);
 }
@@ -180,6 +184,8 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
     if (c->state == UW_SDP_S_ERROR) {
         /* 8.2.2: AbortConn, then the LLP goes once it completed. */
         if (c->abort_pending && uw__sdp_send_credit(c) >= 1) {
+            if (ctl_slot(c) < 0)
+                return 0; /* every control slot in flight: after a completion */
             c->abort_pending = false;
             c->abortconn_sent = true;
             return send_ctl(c, UW_SDP_ABORTCONN, 0, true, out);
@@ -200,9 +206,14 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
     int32_t credit = uw__sdp_send_credit(c);
     if (credit < 1)
         return 0;
+    /* Every message but data goes from a control slot: with all of them in
+     * flight (Send completions pending) none may be taken, or the branch's
+     * state (DisConn sent, ChRcvBuf outstanding, ...) records a message
+     * that never went. */
+    bool ctl_free = ctl_slot(c) >= 0;
     /* Payload-free messages need two credits (10.5), so that one always
      * remains for a credit update. */
-    if (credit >= 2) {
+    if (credit >= 2 && ctl_free) {
         if (c->sendsm_extra) {
             c->sendsm_extra--;
             c->st.sendsm_sent++;
@@ -230,7 +241,11 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
             c->chr_pending = true;
             c->chr_barrier = c->sealed;
         }
-        if (c->chr_pending && c->sent_msgs_data >= c->chr_barrier) {
+        /* 10.6.1: not while we owe the peer a ChRcvBufAck, or the peer (its
+         * own ChRcvBuf unacknowledged) takes ours for a collision: the
+         * Connecting Peer answers and re-sends one we already took, the
+         * Accepting Peer disregards ours for good. */
+        if (c->chr_pending && !c->chra_due && c->sent_msgs_data >= c->chr_barrier) {
             c->chr_pending = false;
             c->chr_outstanding = true;
             c->st.chrcvbuf_sent++;
@@ -239,7 +254,7 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
     }
     uint32_t id;
     txslot *t = credit >= 3 ? data_ready(c, &id) : NULL;
-    if (t && !(c->chr_pending && c->sent_msgs_data >= c->chr_barrier)) {
+    if (t && !(c->chr_pending && !c->chra_due && c->sent_msgs_data >= c->chr_barrier)) {
         uw_sdp_msg m;
         memset(&m, 0, sizeof(m));
         m.bsdh.mid = UW_SDP_DATA;
@@ -264,11 +279,15 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
         out->solicited = (t->flags & (UW_SDP_OOB_PRES | UW_SDP_OOB_PEND)) != 0;
         return 1;
     }
-    if (credit >= 2 && c->shut_wr && !c->disconn_sent && !c->tf_n && !c->chr_pending) {
+    if (ctl_free && credit >= 2 && c->shut_wr && !c->disconn_sent && !c->tf_n &&
+        (!c->chr_pending || c->chra_due)) {
+        /* A ChRcvBuf still held behind our ChRcvBufAck is dropped: no data
+         * it would resize follows the DisConn. */
+        c->chr_pending = c->chr_resend = false;
         c->disconn_sent = true; /* 8.2.1 step 2, after all data (step 1) */
         return send_ctl(c, UW_SDP_DISCONN, 0, false, out);
     }
-    if (credit_update_due(c)) {
+    if (ctl_free && credit_update_due(c)) {
         c->st.credit_updates_sent++;
         return send_ctl(c, UW_SDP_DATA, 0, false, out);
     }
@@ -364,6 +383,10 @@ ssize_t uw__sdp_conn_send(uw_sdp_conn *c, const struct iovec *iov, int iovcnt, u
     if (!total)
         return 0;
     uint32_t maxp = uw__sdp_max_payload(c);
+    /* 9.5.3: the urgent octet's message carries its OOB_PEND, and no more
+     * than 65,535 octets may go between the flag and the octet. */
+    if ((flags & UW_SDP_MSG_OOB) && maxp > 65536)
+        maxp = 65536;
     size_t done = 0;
     txslot *last = NULL;
     for (int i = 0; i < iovcnt; i++) {

@@ -254,6 +254,7 @@ struct uw_qp {
     int close_err;
     bool setup_failed;    /* the initiator Terminates a Reply it cannot use */
     bool term_reported, linger_silent, closed_reported;
+    bool release_fin; /* destroy closes with FIN, not RST: the ULP's data is all sent */
     uint64_t produced;    /* unused */
     struct sockaddr_storage peer;
 

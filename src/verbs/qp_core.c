@@ -78,6 +78,10 @@ int uw_qp_destroy(uw_qp *qp)
                 qp->hs_off += (uint32_t)w;
             }
             shutdown(qp->fd, SHUT_WR);
+        } else if (qp->release_fin && qp->state != UW_QPS_ERROR) {
+            /* The ULP closed gracefully and everything it sent is with TCP
+             * (SDP after its DisConn): the kernel delivers the rest. */
+            shutdown(qp->fd, SHUT_WR);
         } else if (qp->state != UW_QPS_CLOSED) {
             /* Abortive: an application that destroys a live QP does not wait. */
             struct linger lg = {.l_onoff = 1, .l_linger = 0};

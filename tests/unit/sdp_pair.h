@@ -21,6 +21,8 @@ typedef struct sp_msg {
     uint32_t len;
     uint32_t tx_id; /* the sender's slot, completed on delivery or later */
     bool solicited;
+    uint32_t rq_at_send;   /* receives the sender had posted when it built it (its Bufs) */
+    unsigned rcvd_at_send; /* messages the sender had received by then */
 } sp_msg;
 
 typedef struct sp_side {
@@ -38,10 +40,17 @@ typedef struct sp_side {
     bool too_long;         /* a Send longer than the posted buffer */
     unsigned sent_msgs;
     uint8_t last_mid;
+    unsigned rcvd_msgs; /* messages given to on_recv (delivered or injected) */
+    int idx;            /* 0: Connecting Peer, 1: Accepting Peer */
+    /* Optional tap (sp_setup_tap): sees every message of this side just
+     * before sp_deliver1 delivers it, so a test can check the wire. */
+    void (*tap)(void *ud, const struct sp_side *from, const sp_msg *m);
+    void *tap_ud;
 } sp_side;
 
 typedef struct sp_pair {
     sp_side s[2]; /* 0: Connecting Peer, 1: Accepting Peer */
+    uint8_t hello[UW_SDP_HELLO_LEN]; /* the Hello of the setup (MPA private data) */
 } sp_pair;
 
 static inline void sp_drain_posts(sp_side *x)
@@ -80,6 +89,8 @@ static inline unsigned sp_drain_tx(sp_side *x)
         m->len = t.len;
         m->tx_id = t.id;
         m->solicited = t.solicited;
+        m->rq_at_send = x->rq_n;
+        m->rcvd_at_send = x->rcvd_msgs;
         x->sent_msgs++;
         x->last_mid = m->data[0];
         n++;
@@ -96,6 +107,8 @@ static inline bool sp_deliver1(sp_side *from, sp_side *to)
     sp_msg m = from->out[from->out_head];
     from->out_head = (from->out_head + 1) % SP_MAXQ;
     from->out_n--;
+    if (from->tap)
+        from->tap(from->tap_ud, from, &m);
     sp_complete(from, m.tx_id);
     if (!to->rq_n) {
         to->overrun = true;
@@ -107,6 +120,7 @@ static inline bool sp_deliver1(sp_side *from, sp_side *to)
             to->too_long = true;
         } else {
             memcpy(p.addr, m.data, m.len);
+            to->rcvd_msgs++;
             int rc = uw__sdp_conn_on_recv(to->c, p.id, m.len);
             if (rc < 0 && !to->rc)
                 to->rc = rc;
@@ -150,10 +164,18 @@ static inline void sp_free(sp_pair *p)
 
 /* Creates both cores from the configurations (NULL: defaults) and runs the
  * setup: posts, Hello, accept_hello, HelloAck. Returns accept_hello's code
- * (the Hello is delivered as MPA private data, not through the wire). */
-static inline int sp_setup(sp_pair *p, const uw_sdp_conn_cfg *ccfg, const uw_sdp_conn_cfg *acfg)
+ * (the Hello is delivered as MPA private data, not through the wire). The
+ * tap (may be NULL) is installed on both sides before the first message. */
+static inline int sp_setup_tap(sp_pair *p, const uw_sdp_conn_cfg *ccfg, const uw_sdp_conn_cfg *acfg,
+                               void (*tap)(void *ud, const sp_side *from, const sp_msg *m),
+                               void *tap_ud)
 {
     memset(p, 0, sizeof(*p));
+    for (int i = 0; i < 2; i++) {
+        p->s[i].idx = i;
+        p->s[i].tap = tap;
+        p->s[i].tap_ud = tap_ud;
+    }
     uw_sdp_conn_cfg cc, ac;
     if (ccfg)
         cc = *ccfg;
@@ -168,14 +190,18 @@ static inline int sp_setup(sp_pair *p, const uw_sdp_conn_cfg *ccfg, const uw_sdp
     if (uw__sdp_conn_create(&p->s[0].c, &cc) < 0 || uw__sdp_conn_create(&p->s[1].c, &ac) < 0)
         abort();
     sp_drain_posts(&p->s[0]);
-    uint8_t hello[UW_SDP_HELLO_LEN];
-    if (uw__sdp_conn_hello(p->s[0].c, hello) < 0)
+    if (uw__sdp_conn_hello(p->s[0].c, p->hello) < 0)
         abort();
-    int rc = uw__sdp_conn_accept_hello(p->s[1].c, hello, sizeof(hello), NULL);
+    int rc = uw__sdp_conn_accept_hello(p->s[1].c, p->hello, sizeof(p->hello), NULL);
     if (rc < 0)
         return rc;
     sp_settle(p);
     return 0;
+}
+
+static inline int sp_setup(sp_pair *p, const uw_sdp_conn_cfg *ccfg, const uw_sdp_conn_cfg *acfg)
+{
+    return sp_setup_tap(p, ccfg, acfg, NULL, NULL);
 }
 
 /* Application helpers. */
@@ -204,6 +230,7 @@ static inline int sp_inject(sp_side *x, const void *msg, uint32_t len)
     x->rq_head = (x->rq_head + 1) % SP_MAXQ;
     x->rq_n--;
     memcpy(p.addr, msg, len);
+    x->rcvd_msgs++;
     int rc = uw__sdp_conn_on_recv(x->c, p.id, len);
     sp_drain_tx(x);
     return rc;

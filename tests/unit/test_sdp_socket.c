@@ -1,0 +1,1000 @@
+/* SDP sockets (uwarp/sdp.h) over loopback, IPv4 and IPv6: connection setup
+ * blocking and nonblocking, data both ways, half-close, errors, readiness on
+ * the socket's fd through epoll, urgent data, timeouts, abortive closes.
+ * Every wait is bounded (SO_RCVTIMEO/SO_SNDTIMEO on blocking sockets,
+ * timeouts on every poll). */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+#include "uwarp/sdp.h"
+#include "uwarp/verbs.h"
+
+#define T_MS 10000 /* upper bound of every wait */
+
+static void logf_(void *ud, int level, const char *msg)
+{
+    fprintf(stderr, "[%s %d] %s\n", (const char *)ud, level, msg);
+}
+
+static uw_sdp_stack *stack_new(const char *name, bool thread)
+{
+    uw_sdp_stack_attr a;
+    memset(&a, 0, sizeof(a));
+    if (getenv("UW_TEST_LOG")) {
+        a.log = logf_;
+        a.log_ud = (void *)name;
+        a.log_level = 3;
+    }
+    a.no_progress_thread = !thread;
+    a.setup_timeout_ms = 5000;
+    uw_sdp_stack *st;
+    assert_int_equal(uw_sdp_stack_create(&st, &a), 0);
+    return st;
+}
+
+static void set_timeouts(uw_sdp_sock *s, int ms)
+{
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    assert_int_equal(uw_sdp_setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+    assert_int_equal(uw_sdp_setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+}
+
+static socklen_t loopback(int family, struct sockaddr_storage *ss, uint16_t port)
+{
+    memset(ss, 0, sizeof(*ss));
+    if (family == AF_INET) {
+        struct sockaddr_in *s4 = (struct sockaddr_in *)ss;
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons(port);
+        s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        return sizeof(*s4);
+    }
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)ss;
+    s6->sin6_family = AF_INET6;
+    s6->sin6_port = htons(port);
+    s6->sin6_addr = in6addr_loopback;
+    return sizeof(*s6);
+}
+
+typedef struct pair {
+    uw_sdp_stack *sa, *sb; /* connecting side, accepting side */
+    uw_sdp_sock *l, *c, *s;
+    struct sockaddr_storage addr;
+    socklen_t alen;
+    int family;
+} pair;
+
+static void listen_on(pair *p, int family)
+{
+    p->family = family;
+    assert_int_equal(uw_sdp_socket(p->sb, family, 0, &p->l), 0);
+    struct sockaddr_storage ss;
+    socklen_t sl = loopback(family, &ss, 0);
+    assert_int_equal(uw_sdp_bind(p->l, (struct sockaddr *)&ss, sl), 0);
+    assert_int_equal(uw_sdp_listen(p->l, 16), 0);
+    p->alen = sizeof(p->addr);
+    assert_int_equal(uw_sdp_getsockname(p->l, (struct sockaddr *)&p->addr, &p->alen), 0);
+    set_timeouts(p->l, T_MS);
+}
+
+/* Blocking connect and accept (the accepting stack's progress thread runs
+ * the accepting side while this thread blocks in connect). */
+static void pair_open(pair *p, int family, bool threads)
+{
+    memset(p, 0, sizeof(*p));
+    p->sa = stack_new("a", threads);
+    p->sb = stack_new("b", true);
+    listen_on(p, family);
+    assert_int_equal(uw_sdp_socket(p->sa, family, 0, &p->c), 0);
+    set_timeouts(p->c, T_MS);
+    assert_int_equal(uw_sdp_connect(p->c, (struct sockaddr *)&p->addr, p->alen), 0);
+    struct sockaddr_storage peer;
+    socklen_t pl = sizeof(peer);
+    assert_int_equal(uw_sdp_accept(p->l, &p->s, (struct sockaddr *)&peer, &pl, 0), 0);
+    assert_int_equal(peer.ss_family, family);
+    set_timeouts(p->s, T_MS);
+}
+
+static void pair_close(pair *p)
+{
+    if (p->c)
+        assert_int_equal(uw_sdp_close(p->c), 0);
+    if (p->s)
+        assert_int_equal(uw_sdp_close(p->s), 0);
+    if (p->l)
+        assert_int_equal(uw_sdp_close(p->l), 0);
+    assert_int_equal(uw_sdp_stack_destroy(p->sa), 0);
+    assert_int_equal(uw_sdp_stack_destroy(p->sb), 0);
+}
+
+static unsigned poll1(int fd, short ev, int ms)
+{
+    struct pollfd pf = {.fd = fd, .events = ev};
+    int n = poll(&pf, 1, ms);
+    assert_true(n >= 0);
+    return n ? (unsigned)pf.revents : 0;
+}
+
+static void send_all(uw_sdp_sock *s, const void *buf, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = uw_sdp_send(s, (const char *)buf + off, len - off, 0);
+        assert_true(n > 0);
+        off += (size_t)n;
+    }
+}
+
+static void recv_all(uw_sdp_sock *s, void *buf, size_t len)
+{
+    assert_int_equal(uw_sdp_recv(s, buf, len, MSG_WAITALL), (ssize_t)len);
+}
+
+/* ---- Setup -------------------------------------------------------------------- */
+
+static void check_names(pair *p)
+{
+    struct sockaddr_storage a, b;
+    socklen_t al = sizeof(a), bl = sizeof(b);
+    /* The connecting side's peer is the listener; its local address is the
+     * accepted socket's peer, and the other way round. */
+    assert_int_equal(uw_sdp_getpeername(p->c, (struct sockaddr *)&a, &al), 0);
+    assert_int_equal(al, p->alen);
+    assert_memory_equal(&a, &p->addr, al);
+    al = sizeof(a);
+    assert_int_equal(uw_sdp_getsockname(p->c, (struct sockaddr *)&a, &al), 0);
+    assert_int_equal(uw_sdp_getpeername(p->s, (struct sockaddr *)&b, &bl), 0);
+    assert_int_equal(al, bl);
+    assert_memory_equal(&a, &b, al);
+    al = sizeof(a);
+    assert_int_equal(uw_sdp_getsockname(p->s, (struct sockaddr *)&a, &al), 0);
+    assert_memory_equal(&a, &p->addr, al);
+}
+
+static void test_blocking(int family)
+{
+    pair p;
+    pair_open(&p, family, true);
+    check_names(&p);
+    /* A round trip both ways; the connecting stack drives itself. */
+    char buf[64];
+    send_all(p.c, "hello", 5);
+    recv_all(p.s, buf, 5);
+    assert_memory_equal(buf, "hello", 5);
+    send_all(p.s, "world!", 6);
+    recv_all(p.c, buf, 6);
+    assert_memory_equal(buf, "world!", 6);
+    /* TCP errors on a connected socket. */
+    assert_int_equal(uw_sdp_connect(p.c, (struct sockaddr *)&p.addr, p.alen), -EISCONN);
+    assert_int_equal(uw_sdp_listen(p.c, 1), -EINVAL);
+    assert_int_equal(uw_sdp_recv(p.l, buf, 1, 0), -ENOTCONN);
+    uw_sdp_info in;
+    socklen_t il = sizeof(in);
+    assert_int_equal(uw_sdp_getsockopt(p.c, SOL_UWARP, UW_SDP_INFO, &in, &il), 0);
+    assert_int_equal(in.transport, 1);
+    assert_int_equal(in.majv, 1);
+    assert_int_equal(in.accepting, 0);
+    il = sizeof(in);
+    assert_int_equal(uw_sdp_getsockopt(p.s, SOL_UWARP, UW_SDP_INFO, &in, &il), 0);
+    assert_int_equal(in.accepting, 1);
+    pair_close(&p);
+}
+
+static void test_blocking_v4(void **state)
+{
+    (void)state;
+    test_blocking(AF_INET);
+}
+
+static void test_blocking_v6(void **state)
+{
+    (void)state;
+    test_blocking(AF_INET6);
+}
+
+/* Nonblocking: EINPROGRESS, POLLOUT, SO_ERROR 0; accept says EAGAIN until
+ * the listener's fd is readable. Neither stack has a progress thread on the
+ * connecting side: the accepting stack's thread finishes the setup, and the
+ * connecting side is driven by its own calls (connect again, SO_ERROR). */
+static void test_nonblocking(int family)
+{
+    pair p;
+    memset(&p, 0, sizeof(p));
+    p.sa = stack_new("a", true);
+    p.sb = stack_new("b", true);
+    listen_on(&p, family);
+    uw_sdp_sock *nl;
+    assert_int_equal(uw_sdp_socket(p.sb, family, UW_SDP_NONBLOCK, &nl), 0);
+    assert_int_equal(uw_sdp_close(nl), 0);
+    int one = 1;
+    assert_int_equal(uw_sdp_ioctl(p.l, FIONBIO, &one), 0);
+    assert_int_equal(uw_sdp_accept(p.l, &p.s, NULL, NULL, 0), -EAGAIN);
+    assert_int_equal(uw_sdp_socket(p.sa, family, UW_SDP_NONBLOCK | UW_SDP_CLOEXEC, &p.c), 0);
+    assert_int_equal(uw_sdp_connect(p.c, (struct sockaddr *)&p.addr, p.alen), -EINPROGRESS);
+    int r = uw_sdp_connect(p.c, (struct sockaddr *)&p.addr, p.alen);
+    assert_true(r == -EALREADY || r == 0);
+    unsigned ev = poll1(uw_sdp_fd(p.c), POLLOUT, T_MS);
+    if (r == -EALREADY) /* the first connect() after completion says 0 (Linux) */
+        assert_int_equal(uw_sdp_connect(p.c, (struct sockaddr *)&p.addr, p.alen), 0);
+    assert_int_equal(uw_sdp_connect(p.c, (struct sockaddr *)&p.addr, p.alen), -EISCONN);
+    assert_true(ev & POLLOUT);
+    assert_false(ev & (POLLERR | POLLHUP));
+    int err = -1;
+    socklen_t el = sizeof(err);
+    assert_int_equal(uw_sdp_getsockopt(p.c, SOL_SOCKET, SO_ERROR, &err, &el), 0);
+    assert_int_equal(err, 0);
+    assert_true(poll1(uw_sdp_fd(p.l), POLLIN, T_MS) & POLLIN);
+    assert_int_equal(uw_sdp_accept(p.l, &p.s, NULL, NULL, UW_SDP_NONBLOCK), 0);
+    assert_int_equal(poll1(uw_sdp_fd(p.l), POLLIN, 0), 0); /* queue empty again */
+    char b[8];
+    assert_int_equal(uw_sdp_recv(p.s, b, sizeof(b), 0), -EAGAIN);
+    assert_int_equal(uw_sdp_send(p.c, "abc", 3, 0), 3);
+    assert_true(poll1(uw_sdp_fd(p.s), POLLIN, T_MS) & POLLIN);
+    assert_int_equal(uw_sdp_recv(p.s, b, sizeof(b), 0), 3);
+    assert_int_equal(poll1(uw_sdp_fd(p.s), POLLIN, 0), 0);
+    pair_close(&p);
+}
+
+static void test_nonblocking_v4(void **state)
+{
+    (void)state;
+    test_nonblocking(AF_INET);
+}
+
+static void test_nonblocking_v6(void **state)
+{
+    (void)state;
+    test_nonblocking(AF_INET6);
+}
+
+static void test_refused(void **state)
+{
+    (void)state;
+    uw_sdp_stack *st = stack_new("a", true);
+    /* A port nobody listens on: bind a TCP socket, take its port, close it. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_storage ss;
+    socklen_t sl = loopback(AF_INET, &ss, 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&ss, sl), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&ss, &sl), 0);
+    close(fd);
+    uw_sdp_sock *s;
+    assert_int_equal(uw_sdp_socket(st, AF_INET, 0, &s), 0);
+    set_timeouts(s, T_MS);
+    assert_int_equal(uw_sdp_connect(s, (struct sockaddr *)&ss, sl), -ECONNREFUSED);
+    assert_int_equal(uw_sdp_connect(s, (struct sockaddr *)&ss, sl), -ECONNABORTED);
+    assert_int_equal(uw_sdp_close(s), 0);
+    /* Nonblocking: POLLOUT|POLLERR|POLLHUP, SO_ERROR says why, once. */
+    assert_int_equal(uw_sdp_socket(st, AF_INET, UW_SDP_NONBLOCK, &s), 0);
+    assert_int_equal(uw_sdp_connect(s, (struct sockaddr *)&ss, sl), -EINPROGRESS);
+    unsigned ev = poll1(uw_sdp_fd(s), POLLOUT, T_MS);
+    assert_int_equal(ev & (POLLOUT | POLLERR | POLLHUP), POLLOUT | POLLERR | POLLHUP);
+    int err = 0;
+    socklen_t el = sizeof(err);
+    assert_int_equal(uw_sdp_getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el), 0);
+    assert_int_equal(err, ECONNREFUSED);
+    assert_int_equal(poll1(uw_sdp_fd(s), POLLOUT, 0) & POLLERR, 0);
+    assert_int_equal(uw_sdp_getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &el), 0);
+    assert_int_equal(err, 0);
+    char b;
+    assert_int_equal(uw_sdp_recv(s, &b, 1, 0), 0);
+    assert_int_equal(uw_sdp_close(s), 0);
+    assert_int_equal(uw_sdp_stack_destroy(st), 0);
+}
+
+/* ---- Data ---------------------------------------------------------------------- */
+
+#define BIG (16u << 20)
+
+typedef struct xfer {
+    uw_sdp_sock *s;
+    uint8_t *buf;
+    size_t len;
+    ssize_t result;
+} xfer;
+
+static void *sender(void *arg)
+{
+    xfer *x = arg;
+    size_t off = 0;
+    /* Odd sizes, so that messages and reads never line up. */
+    while (off < x->len) {
+        size_t k = x->len - off < 100003 ? x->len - off : 100003;
+        ssize_t n = uw_sdp_send(x->s, x->buf + off, k, 0);
+        if (n <= 0) {
+            x->result = n;
+            return NULL;
+        }
+        off += (size_t)n;
+    }
+    x->result = (ssize_t)off;
+    return NULL;
+}
+
+static void *receiver(void *arg)
+{
+    xfer *x = arg;
+    size_t off = 0;
+    while (off < x->len) {
+        size_t k = x->len - off < 77777 ? x->len - off : 77777;
+        ssize_t n = uw_sdp_recv(x->s, x->buf + off, k, 0);
+        if (n <= 0) {
+            x->result = n;
+            return NULL;
+        }
+        off += (size_t)n;
+    }
+    x->result = (ssize_t)off;
+    return NULL;
+}
+
+/* 16 MiB each way at the same time: two threads per side on one socket. */
+static void test_bulk_both_ways(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p, AF_INET, true);
+    tu_rng rng;
+    tu_rng_init(&rng, tu_seed(7));
+    uint8_t *out_a = malloc(BIG), *out_b = malloc(BIG), *in_a = malloc(BIG), *in_b = malloc(BIG);
+    assert_non_null(out_a && out_b && in_a && in_b);
+    tu_rng_fill(&rng, out_a, BIG);
+    tu_rng_fill(&rng, out_b, BIG);
+    xfer xs[4] = {
+        {p.c, out_a, BIG, 0}, {p.s, out_b, BIG, 0}, {p.s, in_b, BIG, 0}, {p.c, in_a, BIG, 0}};
+    pthread_t th[4];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(pthread_create(&th[0], NULL, sender, &xs[0]), 0);
+    assert_int_equal(pthread_create(&th[1], NULL, sender, &xs[1]), 0);
+    assert_int_equal(pthread_create(&th[2], NULL, receiver, &xs[2]), 0);
+    assert_int_equal(pthread_create(&th[3], NULL, receiver, &xs[3]), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(th[i], NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    fprintf(stderr, "# 2 x 16 MiB in %.3f s (%.0f MB/s each way)\n", s, BIG / s / 1e6);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(xs[i].result, (ssize_t)BIG);
+    assert_memory_equal(in_b, out_a, BIG);
+    assert_memory_equal(in_a, out_b, BIG);
+    free(out_a);
+    free(out_b);
+    free(in_a);
+    free(in_b);
+    pair_close(&p);
+}
+
+static void test_eof(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p, AF_INET6, true);
+    char b[16];
+    send_all(p.c, "last", 4);
+    assert_int_equal(uw_sdp_shutdown(p.c, SHUT_WR), 0);
+    assert_int_equal(uw_sdp_send(p.c, "x", 1, 0), -EPIPE);
+    recv_all(p.s, b, 4);
+    assert_int_equal(uw_sdp_recv(p.s, b, sizeof(b), 0), 0); /* EOF */
+    unsigned ev = poll1(uw_sdp_fd(p.s), POLLIN | POLLRDHUP, T_MS);
+    assert_int_equal(ev & (POLLIN | POLLRDHUP), POLLIN | POLLRDHUP);
+    /* The other direction still works. */
+    send_all(p.s, "reply", 5);
+    recv_all(p.c, b, 5);
+    assert_memory_equal(b, "reply", 5);
+    assert_int_equal(uw_sdp_shutdown(p.s, SHUT_WR), 0);
+    assert_int_equal(uw_sdp_recv(p.c, b, sizeof(b), 0), 0);
+    /* Both directions closed: POLLHUP on both. */
+    assert_true(poll1(uw_sdp_fd(p.c), POLLIN, T_MS) & POLLHUP);
+    assert_true(poll1(uw_sdp_fd(p.s), POLLIN, T_MS) & POLLHUP);
+    uw_sdp_info in;
+    socklen_t il = sizeof(in);
+    assert_int_equal(uw_sdp_getsockopt(p.c, SOL_UWARP, UW_SDP_INFO, &in, &il), 0);
+    assert_int_equal(in.graceful, 1);
+    pair_close(&p);
+}
+
+/* The test thread sleeps only in epoll_wait (edge-triggered) on the
+ * socket's fd; the stack's progress thread moves the data. */
+typedef struct feeder {
+    uw_sdp_sock *s;
+    size_t total;
+} feeder;
+
+static void *feed(void *arg)
+{
+    feeder *f = arg;
+    uint8_t chunk[3000];
+    size_t off = 0;
+    while (off < f->total) {
+        size_t k = f->total - off < sizeof(chunk) ? f->total - off : sizeof(chunk);
+        for (size_t i = 0; i < k; i++)
+            chunk[i] = (uint8_t)(off + i);
+        send_all(f->s, chunk, k);
+        off += k;
+        usleep(200);
+    }
+    uw_sdp_shutdown(f->s, SHUT_WR);
+    return NULL;
+}
+
+static void test_epoll_et(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p, AF_INET, true);
+    int one = 1;
+    assert_int_equal(uw_sdp_ioctl(p.c, FIONBIO, &one), 0);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET};
+    assert_int_equal(epoll_ctl(ep, EPOLL_CTL_ADD, uw_sdp_fd(p.c), &ev), 0);
+    feeder f = {p.s, 1u << 20};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, feed, &f), 0);
+    size_t got = 0;
+    int wakeups = 0;
+    bool eof = false;
+    uint8_t buf[5000];
+    while (!eof) {
+        struct epoll_event e;
+        int n = epoll_wait(ep, &e, 1, T_MS);
+        assert_int_equal(n, 1);
+        wakeups++;
+        for (;;) { /* edge-triggered: read until EAGAIN */
+            ssize_t r = uw_sdp_recv(p.c, buf, sizeof(buf), 0);
+            if (r == -EAGAIN)
+                break;
+            assert_true(r >= 0);
+            if (r == 0) {
+                eof = true;
+                break;
+            }
+            for (ssize_t i = 0; i < r; i++)
+                assert_int_equal(buf[i], (uint8_t)(got + (size_t)i));
+            got += (size_t)r;
+        }
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(got, f.total);
+    fprintf(stderr, "# epoll ET: %zu octets in %d wakeups\n", got, wakeups);
+    close(ep);
+    pair_close(&p);
+}
+
+static void test_peek_waitall_iov(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p, AF_INET, true);
+    char b[32];
+    send_all(p.c, "0123456789", 10);
+    /* MSG_PEEK leaves the data; FIONREAD counts it. */
+    int n = 0;
+    for (int i = 0; i < 1000 && n < 10; i++) {
+        assert_int_equal(uw_sdp_ioctl(p.s, FIONREAD, &n), 0);
+        if (n < 10)
+            usleep(1000);
+    }
+    assert_int_equal(n, 10);
+    assert_int_equal(uw_sdp_recv(p.s, b, 4, MSG_PEEK), 4);
+    assert_memory_equal(b, "0123", 4);
+    assert_int_equal(uw_sdp_recv(p.s, b, 4, MSG_PEEK), 4);
+    assert_int_equal(uw_sdp_recv(p.s, b, 6, 0), 6);
+    assert_memory_equal(b, "012345", 6);
+    assert_int_equal(uw_sdp_recv(p.s, b, 4, 0), 4);
+    assert_memory_equal(b, "6789", 4);
+    /* MSG_WAITALL gathers pieces sent apart. */
+    pthread_t th;
+    feeder f = {p.c, 9000};
+    assert_int_equal(pthread_create(&th, NULL, feed, &f), 0);
+    uint8_t big[9000];
+    assert_int_equal(uw_sdp_recv(p.s, big, sizeof(big), MSG_WAITALL), (ssize_t)sizeof(big));
+    for (size_t i = 0; i < sizeof(big); i++)
+        assert_int_equal(big[i], (uint8_t)i);
+    pthread_join(th, NULL);
+    assert_int_equal(uw_sdp_recv(p.s, b, 1, 0), 0); /* feed shut down */
+    /* sendmsg/recvmsg use every iovec. */
+    char a1[] = "ab", a2[] = "", a3[] = "cdefg", a4[] = "h";
+    struct iovec out[4] = {{a1, 2}, {a2, 0}, {a3, 5}, {a4, 1}};
+    struct msghdr mo = {.msg_iov = out, .msg_iovlen = 4};
+    assert_int_equal(uw_sdp_sendmsg(p.s, &mo, 0), 8);
+    char r1[3], r2[1], r3[4];
+    struct iovec in[3] = {{r1, 3}, {r2, 1}, {r3, 4}};
+    struct msghdr mi = {.msg_iov = in, .msg_iovlen = 3};
+    assert_int_equal(uw_sdp_recvmsg(p.c, &mi, MSG_WAITALL), 8);
+    assert_memory_equal(r1, "abc", 3);
+    assert_memory_equal(r2, "d", 1);
+    assert_memory_equal(r3, "efgh", 4);
+    assert_int_equal(mi.msg_flags, 0);
+    assert_int_equal(uw_sdp_send(p.s, "x", 1, MSG_CONFIRM), -EOPNOTSUPP);
+    pair_close(&p);
+}
+
+static int wait_atmark(uw_sdp_sock *s)
+{
+    int at = 0;
+    for (int i = 0; i < 2000 && !at; i++) {
+        assert_int_equal(uw_sdp_ioctl(s, SIOCATMARK, &at), 0);
+        if (!at)
+            usleep(1000);
+    }
+    return at;
+}
+
+static void test_oob(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p, AF_INET, true);
+    char b[16];
+    /* Without SO_OOBINLINE: the urgent octet is read apart; reads stop at
+     * the mark; POLLPRI until it is taken. */
+    send_all(p.c, "abc", 3);
+    assert_int_equal(uw_sdp_send(p.c, "!", 1, MSG_OOB), 1);
+    send_all(p.c, "def", 3);
+    assert_true(poll1(uw_sdp_fd(p.s), POLLPRI, T_MS) & POLLPRI);
+    assert_int_equal(uw_sdp_recv(p.s, b, sizeof(b), 0), 3);
+    assert_memory_equal(b, "abc", 3);
+    assert_int_equal(wait_atmark(p.s), 1);
+    assert_int_equal(uw_sdp_recv(p.s, b, 1, MSG_OOB), 1);
+    assert_int_equal(b[0], '!');
+    assert_int_equal(uw_sdp_recv(p.s, b, 1, MSG_OOB), -EINVAL);
+    assert_int_equal(poll1(uw_sdp_fd(p.s), POLLPRI, 0) & POLLPRI, 0);
+    assert_int_equal(uw_sdp_recv(p.s, b, 3, MSG_WAITALL), 3);
+    assert_memory_equal(b, "def", 3);
+    /* With SO_OOBINLINE: the urgent octet stays in the stream, at the mark. */
+    int one = 1;
+    assert_int_equal(uw_sdp_setsockopt(p.s, SOL_SOCKET, SO_OOBINLINE, &one, sizeof(one)), 0);
+    send_all(p.c, "xy", 2);
+    assert_int_equal(uw_sdp_send(p.c, "Z", 1, MSG_OOB), 1);
+    assert_int_equal(uw_sdp_recv(p.s, b, 2, MSG_WAITALL), 2);
+    assert_memory_equal(b, "xy", 2);
+    assert_int_equal(wait_atmark(p.s), 1);
+    assert_int_equal(uw_sdp_recv(p.s, b, 1, MSG_OOB), -EINVAL);
+    assert_int_equal(uw_sdp_recv(p.s, b, 1, 0), 1);
+    assert_int_equal(b[0], 'Z');
+    int at = 1;
+    assert_int_equal(uw_sdp_ioctl(p.s, SIOCATMARK, &at), 0);
+    assert_int_equal(at, 0);
+    pair_close(&p);
+}
+
+static void test_rcvtimeo(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p, AF_INET, false);
+    set_timeouts(p.c, 200);
+    struct timespec t0, t1;
+    char b;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(uw_sdp_recv(p.c, &b, 1, 0), -EAGAIN);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+    assert_true(ms >= 190 && ms < 2000);
+    struct timeval tv;
+    socklen_t tl = sizeof(tv);
+    assert_int_equal(uw_sdp_getsockopt(p.c, SOL_SOCKET, SO_RCVTIMEO, &tv, &tl), 0);
+    assert_int_equal(tv.tv_sec * 1000 + tv.tv_usec / 1000, 200);
+    /* Still usable afterwards. */
+    send_all(p.s, "k", 1);
+    assert_int_equal(uw_sdp_recv(p.c, &b, 1, 0), 1);
+    pair_close(&p);
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+}
+
+static void test_eintr(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p, AF_INET, true);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_alarm; /* no SA_RESTART */
+    sigaction(SIGALRM, &sa, &old);
+    struct itimerval it = {.it_value = {.tv_sec = 0, .tv_usec = 100000}};
+    setitimer(ITIMER_REAL, &it, NULL);
+    char b;
+    assert_int_equal(uw_sdp_recv(p.c, &b, 1, 0), -EINTR);
+    sigaction(SIGALRM, &old, NULL);
+    pair_close(&p);
+}
+
+static void expect_reset(uw_sdp_sock *s)
+{
+    char b[8];
+    ssize_t r = uw_sdp_recv(s, b, sizeof(b), 0);
+    assert_int_equal(r, -ECONNRESET);
+    assert_true(poll1(uw_sdp_fd(s), POLLIN, 0) & POLLHUP);
+}
+
+static void test_close_unread_resets(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p, AF_INET, true);
+    send_all(p.c, "unread", 6);
+    int n = 0;
+    for (int i = 0; i < 2000 && n < 6; i++) {
+        uw_sdp_ioctl(p.s, FIONREAD, &n);
+        if (n < 6)
+            usleep(1000);
+    }
+    assert_int_equal(n, 6);
+    assert_int_equal(uw_sdp_close(p.s), 0);
+    p.s = NULL;
+    /* The peer sees the reset: POLLERR, then ECONNRESET. */
+    assert_true(poll1(uw_sdp_fd(p.c), POLLIN, T_MS) & POLLERR);
+    expect_reset(p.c);
+    assert_int_equal(uw_sdp_send(p.c, "x", 1, 0), -EPIPE);
+    pair_close(&p);
+}
+
+static void test_linger0(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p, AF_INET6, true);
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    assert_int_equal(uw_sdp_setsockopt(p.c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+    assert_int_equal(uw_sdp_close(p.c), 0);
+    p.c = NULL;
+    expect_reset(p.s);
+    pair_close(&p);
+}
+
+/* Graceful close: data queued before close arrives, then end of stream. */
+static void test_close_graceful(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p, AF_INET, true);
+    static uint8_t buf[300000];
+    for (size_t i = 0; i < sizeof(buf); i++)
+        buf[i] = (uint8_t)(i * 7);
+    send_all(p.c, buf, sizeof(buf));
+    /* SO_LINGER 5 s: close waits until the data and the DisConn are out,
+     * which takes far less here. */
+    struct linger lg = {.l_onoff = 1, .l_linger = 5};
+    assert_int_equal(uw_sdp_setsockopt(p.c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(uw_sdp_close(p.c), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_true(t1.tv_sec - t0.tv_sec < 4);
+    p.c = NULL;
+    static uint8_t in[sizeof(buf)];
+    recv_all(p.s, in, sizeof(in));
+    assert_memory_equal(in, buf, sizeof(buf));
+    char b;
+    assert_int_equal(uw_sdp_recv(p.s, &b, 1, 0), 0);
+    pair_close(&p);
+}
+
+static void test_backlog(void **state)
+{
+    (void)state;
+    uw_sdp_stack *sa = stack_new("a", true), *sb = stack_new("b", true);
+    pair p;
+    memset(&p, 0, sizeof(p));
+    p.sa = sa;
+    p.sb = sb;
+    assert_int_equal(uw_sdp_socket(sb, AF_INET, 0, &p.l), 0);
+    struct sockaddr_storage ss;
+    socklen_t sl = loopback(AF_INET, &ss, 0);
+    assert_int_equal(uw_sdp_bind(p.l, (struct sockaddr *)&ss, sl), 0);
+    assert_int_equal(uw_sdp_listen(p.l, 1), 0);
+    p.alen = sizeof(p.addr);
+    assert_int_equal(uw_sdp_getsockname(p.l, (struct sockaddr *)&p.addr, &p.alen), 0);
+    uw_sdp_sock *c1, *c2;
+    assert_int_equal(uw_sdp_socket(sa, AF_INET, 0, &c1), 0);
+    assert_int_equal(uw_sdp_socket(sa, AF_INET, 0, &c2), 0);
+    set_timeouts(c1, T_MS);
+    set_timeouts(c2, T_MS);
+    assert_int_equal(uw_sdp_connect(c1, (struct sockaddr *)&p.addr, p.alen), 0);
+    /* The queue (1) is full until accept: the next one is refused. */
+    assert_int_equal(uw_sdp_connect(c2, (struct sockaddr *)&p.addr, p.alen), -ECONNREFUSED);
+    uw_sdp_sock *s1;
+    assert_int_equal(uw_sdp_accept(p.l, &s1, NULL, NULL, 0), 0);
+    assert_int_equal(uw_sdp_close(c2), 0);
+    assert_int_equal(uw_sdp_socket(sa, AF_INET, 0, &c2), 0);
+    set_timeouts(c2, T_MS);
+    assert_int_equal(uw_sdp_connect(c2, (struct sockaddr *)&p.addr, p.alen), 0);
+    assert_int_equal(uw_sdp_close(c1), 0);
+    assert_int_equal(uw_sdp_close(c2), 0);
+    assert_int_equal(uw_sdp_close(s1), 0);
+    pair_close(&p);
+}
+
+/* UW_SDP_PM without a port mapper: the listener registers nothing (no
+ * daemon, PM_OPTIONAL) and accepts plain TCP on its service port; the
+ * connecting socket's query meets an ICMP port unreachable and it becomes a
+ * plain TCP socket under the same descriptor number. */
+static void test_pm_fallback(void **state)
+{
+    (void)state;
+    uw_sdp_stack_attr a;
+    memset(&a, 0, sizeof(a));
+    a.pmd_control = "none";
+    a.pm_timeout_ms = 500;
+    uw_sdp_stack *sb, *sa;
+    assert_int_equal(uw_sdp_stack_create(&sb, &a), 0);
+    assert_int_equal(uw_sdp_stack_create(&sa, &a), 0);
+    uw_sdp_sock *l, *c, *s;
+    int one = 1;
+    assert_int_equal(uw_sdp_socket(sb, AF_INET, 0, &l), 0);
+    assert_int_equal(uw_sdp_setsockopt(l, SOL_UWARP, UW_SDP_PM, &one, sizeof(one)), 0);
+    struct sockaddr_storage ss;
+    socklen_t sl = loopback(AF_INET, &ss, 0);
+    assert_int_equal(uw_sdp_bind(l, (struct sockaddr *)&ss, sl), 0);
+    assert_int_equal(uw_sdp_listen(l, 4), -ENOENT); /* no daemon, not optional */
+    assert_int_equal(uw_sdp_close(l), 0);
+    assert_int_equal(uw_sdp_socket(sb, AF_INET, 0, &l), 0);
+    assert_int_equal(uw_sdp_setsockopt(l, SOL_UWARP, UW_SDP_PM, &one, sizeof(one)), 0);
+    assert_int_equal(uw_sdp_setsockopt(l, SOL_UWARP, UW_SDP_PM_OPTIONAL, &one, sizeof(one)), 0);
+    assert_int_equal(uw_sdp_bind(l, (struct sockaddr *)&ss, sl), 0);
+    assert_int_equal(uw_sdp_listen(l, 4), 0);
+    set_timeouts(l, T_MS);
+    struct sockaddr_storage svc;
+    socklen_t svl = sizeof(svc);
+    assert_int_equal(uw_sdp_getsockname(l, (struct sockaddr *)&svc, &svl), 0);
+    assert_int_equal(uw_sdp_socket(sa, AF_INET, 0, &c), 0);
+    int cfd = uw_sdp_fd(c);
+    assert_int_equal(uw_sdp_setsockopt(c, SOL_UWARP, UW_SDP_PM, &one, sizeof(one)), 0);
+    assert_int_equal(uw_sdp_connect(c, (struct sockaddr *)&svc, svl), 0);
+    assert_int_equal(uw_sdp_fd(c), cfd);
+    /* The listener's fd shows the TCP connection waiting. */
+    assert_true(poll1(uw_sdp_fd(l), POLLIN, T_MS) & POLLIN);
+    assert_int_equal(uw_sdp_accept(l, &s, NULL, NULL, 0), 0);
+    uw_sdp_info in;
+    socklen_t il = sizeof(in);
+    assert_int_equal(uw_sdp_getsockopt(c, SOL_UWARP, UW_SDP_INFO, &in, &il), 0);
+    assert_int_equal(in.transport, 2);
+    fprintf(stderr, "# fallback: %s\n", in.transport_why);
+    il = sizeof(in);
+    assert_int_equal(uw_sdp_getsockopt(s, SOL_UWARP, UW_SDP_INFO, &in, &il), 0);
+    assert_int_equal(in.transport, 2);
+    char b[8];
+    send_all(c, "tcp!", 4);
+    assert_int_equal(uw_sdp_recv(s, b, 4, MSG_WAITALL), 4);
+    assert_memory_equal(b, "tcp!", 4);
+    assert_int_equal(uw_sdp_shutdown(s, SHUT_WR), 0);
+    assert_int_equal(uw_sdp_recv(c, b, 4, 0), 0);
+    assert_int_equal(uw_sdp_close(c), 0);
+    assert_int_equal(uw_sdp_close(s), 0);
+    assert_int_equal(uw_sdp_close(l), 0);
+    assert_int_equal(uw_sdp_stack_destroy(sa), 0);
+    assert_int_equal(uw_sdp_stack_destroy(sb), 0);
+}
+
+/* An MPA responder that accepts but never sends a HelloAck (plain verbs,
+ * no SDP): the connecting socket gives up after the setup timeout (8.1.2).
+ * Then one that rejects the MPA Request: ECONNREFUSED. */
+typedef struct mute {
+    uw_ctx *ctx;
+    uw_qp *qps[4];
+    int nqp;
+    bool reject;
+    atomic_bool stop;
+} mute;
+
+static void *mute_loop(void *arg)
+{
+    mute *m = arg;
+    while (!atomic_load(&m->stop)) {
+        uw_cm_event ev;
+        if (uw_cm_wait_event(m->ctx, &ev, 20) != 1)
+            continue;
+        if (ev.type == UW_CM_CONNECT_REQUEST) {
+            if (m->reject) {
+                uw_reject(ev.qp, "no", 2);
+                uw_qp_destroy(ev.qp);
+            } else {
+                uw_accept(ev.qp, NULL);
+                if (m->nqp < 4)
+                    m->qps[m->nqp++] = ev.qp;
+            }
+        }
+    }
+    return NULL;
+}
+
+static void test_setup_timeout_and_reject(void **state)
+{
+    (void)state;
+    mute m;
+    memset(&m, 0, sizeof(m));
+    atomic_init(&m.stop, false);
+    uw_pd *pd;
+    uw_cq *cq;
+    uw_listener *vl;
+    assert_int_equal(uw_ctx_create(&m.ctx, NULL), 0);
+    assert_int_equal(uw_pd_alloc(m.ctx, &pd), 0);
+    assert_int_equal(uw_cq_create(m.ctx, 64, &cq), 0);
+    uw_qp_attr qa = {.pd = pd, .send_cq = cq, .recv_cq = cq};
+    uw_conn_param cp = {.p2p = true};
+    struct sockaddr_storage ss;
+    socklen_t sl = loopback(AF_INET, &ss, 0);
+    assert_int_equal(uw_listen(m.ctx, (struct sockaddr *)&ss, sl, &qa, &cp, &vl), 0);
+    assert_int_equal(uw_listener_addr(vl, &ss, &sl), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, mute_loop, &m), 0);
+    uw_sdp_stack_attr a;
+    memset(&a, 0, sizeof(a));
+    a.setup_timeout_ms = 500;
+    uw_sdp_stack *st;
+    assert_int_equal(uw_sdp_stack_create(&st, &a), 0);
+    uw_sdp_sock *c;
+    assert_int_equal(uw_sdp_socket(st, AF_INET, 0, &c), 0);
+    set_timeouts(c, T_MS);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(uw_sdp_connect(c, (struct sockaddr *)&ss, sl), -ETIMEDOUT);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+    assert_true(ms >= 450 && ms < 5000);
+    assert_int_equal(uw_sdp_close(c), 0);
+    atomic_store(&m.stop, true);
+    pthread_join(th, NULL);
+    atomic_store(&m.stop, false);
+    m.reject = true;
+    assert_int_equal(pthread_create(&th, NULL, mute_loop, &m), 0);
+    assert_int_equal(uw_sdp_socket(st, AF_INET, 0, &c), 0);
+    set_timeouts(c, T_MS);
+    assert_int_equal(uw_sdp_connect(c, (struct sockaddr *)&ss, sl), -ECONNREFUSED);
+    assert_int_equal(uw_sdp_close(c), 0);
+    atomic_store(&m.stop, true);
+    pthread_join(th, NULL);
+    assert_int_equal(uw_sdp_stack_destroy(st), 0);
+    for (int i = 0; i < m.nqp; i++)
+        assert_int_equal(uw_qp_destroy(m.qps[i]), 0);
+    assert_int_equal(uw_listener_destroy(vl), 0);
+    assert_int_equal(uw_cq_destroy(cq), 0);
+    assert_int_equal(uw_pd_dealloc(pd), 0);
+    assert_int_equal(uw_ctx_destroy(m.ctx), 0);
+}
+
+/* ChRcvBuf (10.6) through UW_SDP_PEER_RCVBUF: the peer reallocates its
+ * receive buffers, the driver registers the moved buffers again, data
+ * keeps flowing and arrives intact. */
+static void test_peer_rcvbuf(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p, AF_INET, true);
+    static uint8_t out[200000], in[sizeof(out)];
+    for (size_t i = 0; i < sizeof(out); i++)
+        out[i] = (uint8_t)(i * 13 + 1);
+    const int sizes[] = {4096, 131072 + 64, 65536 + 64};
+    for (size_t k = 0; k < 3; k++) {
+        int v = sizes[k];
+        int r = uw_sdp_setsockopt(p.c, SOL_UWARP, UW_SDP_PEER_RCVBUF, &v, sizeof(v));
+        assert_true(r == 0 || r == -EBUSY || r == -EPERM);
+        /* Smaller peer buffers mean less in flight: send from a thread. */
+        xfer x = {p.c, out, sizeof(out), 0};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, sender, &x), 0);
+        recv_all(p.s, in, sizeof(in));
+        pthread_join(th, NULL);
+        assert_int_equal(x.result, (ssize_t)sizeof(out));
+        assert_memory_equal(in, out, sizeof(out));
+    }
+    uw_sdp_info in_;
+    socklen_t il = sizeof(in_);
+    assert_int_equal(uw_sdp_getsockopt(p.c, SOL_UWARP, UW_SDP_INFO, &in_, &il), 0);
+    fprintf(stderr, "# ChRcvBuf sent %llu, acks %llu, peer buffers now %u octets\n",
+            (unsigned long long)in_.chrcvbuf_sent, (unsigned long long)in_.chrcvbufack_received,
+            in_.remote_rcv_size);
+    assert_true(in_.chrcvbuf_sent >= 1);
+    pair_close(&p);
+}
+
+/* A Hello that breaks 8.1.1 step 3a (MaxAdverts 0) is refused with an MPA
+ * Reject, and does not count against the backlog: a good connection to
+ * the same listener (backlog 1) still gets in. */
+static void test_bad_hello(void **state)
+{
+    (void)state;
+    pair p;
+    memset(&p, 0, sizeof(p));
+    p.sa = stack_new("a", true);
+    p.sb = stack_new("b", true);
+    assert_int_equal(uw_sdp_socket(p.sb, AF_INET, 0, &p.l), 0);
+    struct sockaddr_storage ss;
+    socklen_t sl = loopback(AF_INET, &ss, 0);
+    assert_int_equal(uw_sdp_bind(p.l, (struct sockaddr *)&ss, sl), 0);
+    assert_int_equal(uw_sdp_listen(p.l, 1), 0);
+    p.alen = sizeof(p.addr);
+    assert_int_equal(uw_sdp_getsockname(p.l, (struct sockaddr *)&p.addr, &p.alen), 0);
+    uint8_t hello[32];
+    /* notes section 1's example Hello, MaxAdverts set to 0 */
+    assert_int_equal(tu_unhex("00000004 00000020 00000000 00000000"
+                              "11000000 00010000 00010000 00020004",
+                              hello, sizeof(hello)),
+                     32);
+    for (int round = 0; round < 2; round++) {
+        uw_ctx *ctx;
+        uw_pd *pd;
+        uw_cq *cq;
+        uw_qp *qp;
+        assert_int_equal(uw_ctx_create(&ctx, NULL), 0);
+        assert_int_equal(uw_pd_alloc(ctx, &pd), 0);
+        assert_int_equal(uw_cq_create(ctx, 64, &cq), 0);
+        uw_qp_attr qa = {.pd = pd, .send_cq = cq, .recv_cq = cq};
+        assert_int_equal(uw_qp_create(ctx, &qa, &qp), 0);
+        uw_conn_param cp = {.p2p = true,
+                            .rtr = UW_MPA_RTR_WRITE,
+                            .private_data = hello,
+                            .private_data_len = sizeof(hello)};
+        assert_int_equal(uw_connect(qp, (struct sockaddr *)&p.addr, p.alen, &cp), 0);
+        uw_cm_event ev;
+        assert_int_equal(uw_cm_wait_event(ctx, &ev, T_MS), 1);
+        assert_int_equal(ev.type, UW_CM_REJECTED);
+        fprintf(stderr, "# rejected: %.*s\n", (int)ev.private_data_len, ev.private_data);
+        assert_int_equal(uw_qp_destroy(qp), 0);
+        assert_int_equal(uw_cq_destroy(cq), 0);
+        assert_int_equal(uw_pd_dealloc(pd), 0);
+        assert_int_equal(uw_ctx_destroy(ctx), 0);
+    }
+    assert_int_equal(uw_sdp_socket(p.sa, AF_INET, 0, &p.c), 0);
+    set_timeouts(p.c, T_MS);
+    assert_int_equal(uw_sdp_connect(p.c, (struct sockaddr *)&p.addr, p.alen), 0);
+    set_timeouts(p.l, T_MS);
+    assert_int_equal(uw_sdp_accept(p.l, &p.s, NULL, NULL, 0), 0);
+    pair_close(&p);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_blocking_v4),
+        cmocka_unit_test(test_blocking_v6),
+        cmocka_unit_test(test_nonblocking_v4),
+        cmocka_unit_test(test_nonblocking_v6),
+        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_eof),
+        cmocka_unit_test(test_peek_waitall_iov),
+        cmocka_unit_test(test_oob),
+        cmocka_unit_test(test_rcvtimeo),
+        cmocka_unit_test(test_eintr),
+        cmocka_unit_test(test_close_unread_resets),
+        cmocka_unit_test(test_linger0),
+        cmocka_unit_test(test_close_graceful),
+        cmocka_unit_test(test_backlog),
+        cmocka_unit_test(test_epoll_et),
+        cmocka_unit_test(test_bulk_both_ways),
+        cmocka_unit_test(test_pm_fallback),
+        cmocka_unit_test(test_peer_rcvbuf),
+        cmocka_unit_test(test_bad_hello),
+        cmocka_unit_test(test_setup_timeout_and_reject),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
