@@ -845,6 +845,8 @@ static int wait_done(struct sc *c)
     uw_sdp_info i;
     info_of(c, &i);
     uint64_t last = i.data_msgs_sent + i.credit_updates_sent;
+    if (i.transport == 2)
+        return SC_OK; /* plain TCP: the kernel finishes the close */
     while (!i.graceful) {
         if (rc_remaining_ms(deadline) == 0) {
             cli_msg("%s: our last data and DisConn did not get through within %d ms; the "
