@@ -30,7 +30,7 @@ int uw__sdp_conn_create(uw_sdp_conn **out, const uw_sdp_conn_cfg *cfg)
     if (!k.rcv_size_max)
         k.rcv_size_max = k.rcv_size > UW_SDP_MAX_ADVERT_LEN / 4 ? UW_SDP_MAX_ADVERT_LEN : k.rcv_size * 4;
     /* Section 10 rules 2 and 4; 6.2.1.3-6.2.1.7 (MaxAdverts, LocIRD, LocORD >= 1). */
-    if (k.rcv_size < UW_SDP_MIN_BUF || k.rcv_size > UW_SDP_MAX_ADVERT_LEN || k.rcv_bufs < 3 ||
+    if (k.rcv_size < UW_SDP_MIN_BUF || k.rcv_size > UW_SDP_MAX_ADVERT_LEN || k.rcv_bufs < UW_SDP_MIN_BUFS ||
         k.rcv_bufs > RX_CAP || k.tx_size < UW_SDP_MIN_BUF || k.tx_slots < 2 || k.tx_slots > TX_CAP ||
         !k.max_adverts || !k.ird || !k.ord || k.rcv_size_min < UW_SDP_MIN_BUF ||
         k.rcv_size_min > k.rcv_size || k.rcv_size_max < k.rcv_size)
@@ -231,6 +231,7 @@ int uw__sdp_conn_next_post(uw_sdp_conn *c, uw_sdp_post *out)
 void uw__sdp_rx_release(uw_sdp_conn *c, uint32_t id)
 {
     c->rx[id].state = RX_FREE;
+    c->owed++;
 }
 
 /* ---- Setup (8.1.1) ---------------------------------------------------------- */
@@ -609,7 +610,9 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
     switch (m->bsdh.mid) {
     case UW_SDP_DATA:
         if (!payload) {
-            uw__sdp_rx_release(c, id);
+            /* A credit update: its buffer goes back without obliging us to
+             * answer, or two updates could answer each other for ever. */
+            c->rx[id].state = RX_FREE;
             return 0;
         }
         c->st.data_msgs_received++;
@@ -813,7 +816,7 @@ int uw__sdp_conn_setopt(uw_sdp_conn *c, int opt, int v)
         /* More buffers may be posted at any time (10.3); fewer just means
          * not posting again, so Bufs shrinks as messages arrive. */
         uint64_t n = v <= 0 ? 0 : (uint64_t)v / c->rcv_size;
-        c->target_bufs = (uint32_t)(n < 3 ? 3 : n > RX_CAP ? RX_CAP : n);
+        c->target_bufs = (uint32_t)(n < UW_SDP_MIN_BUFS ? UW_SDP_MIN_BUFS : n > RX_CAP ? RX_CAP : n);
         return 0;
     }
     case UW_SDP_OPT_SNDBUF: {

@@ -39,10 +39,18 @@
 
 typedef struct uw_sdp_conn uw_sdp_conn;
 
+/* Section 10 rule 2 asks for at least 3 receive Private Buffers; we post at
+ * least 4. With 3, a peer left at two credits by one message (payload needs
+ * three, 10.5) waits for an update that 10.5 only requires at one credit,
+ * and crossing credit updates can keep both sides at two (found by
+ * test_sdp_conn_random with UW_SDP_RANDOM_MIN_BUFS=3). A peer that posts 3
+ * is still served; see docs/sdp.md. */
+#define UW_SDP_MIN_BUFS 4
+
 typedef struct uw_sdp_conn_cfg {
     bool accepting;         /* Accepting Peer (MPA Responder) or Connecting Peer */
     uint32_t rcv_size;      /* receive Private Buffer size, whole message; >= UW_SDP_MIN_BUF */
-    uint16_t rcv_bufs;      /* receive Private Buffers kept posted; >= 3 (section 10 rule 2) */
+    uint16_t rcv_bufs;      /* receive Private Buffers kept posted; >= UW_SDP_MIN_BUFS */
     uint32_t rcv_size_min;  /* bounds for sizes a peer's ChRcvBuf may ask for (0: */
     uint32_t rcv_size_max;  /*   UW_SDP_MIN_BUF and 4 x rcv_size) */
     uint32_t tx_size;       /* largest message we build (send buffer size, DesRemRcvSz) */
@@ -166,8 +174,8 @@ void uw__sdp_conn_llp_closed(uw_sdp_conn *c, int err);
  * Returns the octets taken (> 0), or UW_EAGAIN (no room), UW_EPIPE (our
  * direction is shut down or the connection closed), UW_ECONNRESET (the
  * connection was aborted; reported once, then UW_EPIPE), UW_ENOTCONN (not
- * yet OPEN), UW_EINVAL. With MSG_OOB the last octet taken is urgent (all of
- * iov must fit, else UW_EAGAIN, so the mark lands where the caller put it). */
+ * yet OPEN), UW_EINVAL. With MSG_OOB the last octet taken is urgent, also
+ * when not all of iov fit (as Linux TCP marks the last octet queued). */
 ssize_t uw__sdp_conn_send(uw_sdp_conn *c, const struct iovec *iov, int iovcnt, unsigned flags);
 
 /* Copies received data into iov. Returns the octets copied (> 0), 0 at end

@@ -103,6 +103,8 @@ struct uw_sdp_conn {
     bool shut_wr, disconn_sent, disconn_done;
     bool abort_pending, abortconn_sent;
     uint32_t pnd;             /* PotentialNonDiscards (9.5.1) */
+    uint32_t owed;            /* buffers freed since our last message by messages other
+                                 than credit updates: the peer may wait on them */
 
     /* ChRcvBuf (10.6), both roles. */
     bool chr_pending;         /* ours, queued */

@@ -73,6 +73,7 @@ static void stamp(uw_sdp_conn *c, uw_sdp_msg *m, uint8_t *out)
     c->any_sent = true;
     c->adv_bufs = m->bsdh.bufs;
     c->adv_ack = m->bsdh.mseqack;
+    c->owed = 0;
     c->hist[m->bsdh.mseq % HIST].bufs = m->bsdh.bufs;
     c->hist[m->bsdh.mseq % HIST].mseqack = m->bsdh.mseqack;
     c->st.msgs_sent++;
@@ -171,8 +172,16 @@ static bool credit_update_due(const uw_sdp_conn *c)
      * gives back the buffer the peer's own update took while we are low too
      * (two readers that stopped, 2 buffers posted each): each update would
      * then oblige the other to answer, without end. */
+    if (est <= 1 && (now - est >= 2 || uw__sdp_send_credit(c) >= 3))
+        return true;
+    /* Payload needs three credits: a peer at two or fewer that sent us data
+     * or a control message may be waiting for exactly the buffers those
+     * freed (with 3 or 4 buffers the rules above never fire for it). Only
+     * such messages oblige us, so updates cannot answer each other. */
+    if (est <= 2 && c->owed && now >= 3)
+        return true;
     if (est <= 1)
-        return now - est >= 2 || uw__sdp_send_credit(c) >= 3;
+        return false;
     int32_t half = (int32_t)c->target_bufs / 2;
     return now - est >= (half < 2 ? 2 : half);
 }

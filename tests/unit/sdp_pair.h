@@ -49,7 +49,7 @@ typedef struct sp_side {
 } sp_side;
 
 typedef struct sp_pair {
-    sp_side s[2]; /* 0: Connecting Peer, 1: Accepting Peer */
+    sp_side s[2];                    /* 0: Connecting Peer, 1: Accepting Peer */
     uint8_t hello[UW_SDP_HELLO_LEN]; /* the Hello of the setup (MPA private data) */
 } sp_pair;
 

@@ -31,6 +31,8 @@
 #include "testutil.h"
 #include "uwarp/sdp.h"
 #include "uwarp/verbs.h"
+/* The LLP socket under a connection, to see the keepalive options land. */
+#include "io/sdp_internal.h"
 
 #define T_MS 10000 /* upper bound of every wait */
 
@@ -670,6 +672,62 @@ static void test_linger0(void **state)
     pair_close(&p);
 }
 
+/* 14.3: SO_KEEPALIVE and TCP_KEEPIDLE/INTVL/CNT turn on the LLP socket's
+ * own TCP keepalive, whether set before the connection or on it. */
+static void llp_keepalive(uw_sdp_sock *s, int on, int idle, int intvl, int cnt)
+{
+    int fd = uw__sdp_llp_fd(s), v = -1;
+    socklen_t l = sizeof(v);
+    assert_true(fd >= 0);
+    assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &v, &l), 0);
+    assert_int_equal(v != 0, on);
+    assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &v, &l), 0);
+    assert_int_equal(v, idle);
+    assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &v, &l), 0);
+    assert_int_equal(v, intvl);
+    assert_int_equal(getsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &v, &l), 0);
+    assert_int_equal(v, cnt);
+}
+
+static void test_keepalive(void **state)
+{
+    (void)state;
+    pair p;
+    memset(&p, 0, sizeof(p));
+    p.sa = stack_new("a", true);
+    p.sb = stack_new("b", true);
+    listen_on(&p, AF_INET);
+    assert_int_equal(uw_sdp_socket(p.sa, AF_INET, 0, &p.c), 0);
+    set_timeouts(p.c, T_MS);
+    int one = 1, idle = 77, intvl = 11, cnt = 3;
+    assert_int_equal(uw_sdp_setsockopt(p.c, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), 0);
+    assert_int_equal(uw_sdp_setsockopt(p.c, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)), 0);
+    assert_int_equal(uw_sdp_setsockopt(p.c, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl)), 0);
+    assert_int_equal(uw_sdp_setsockopt(p.c, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt)), 0);
+    assert_int_equal(uw_sdp_connect(p.c, (struct sockaddr *)&p.addr, p.alen), 0);
+    assert_int_equal(uw_sdp_accept(p.l, &p.s, NULL, NULL, 0), 0);
+    uw__sdp_lock(p.sa);
+    llp_keepalive(p.c, 1, idle, intvl, cnt);
+    uw__sdp_unlock(p.sa);
+    int v = 0;
+    socklen_t l = sizeof(v);
+    assert_int_equal(uw_sdp_getsockopt(p.c, IPPROTO_TCP, TCP_KEEPIDLE, &v, &l), 0);
+    assert_int_equal(v, idle);
+    /* Set on a connected socket: applied at once. */
+    idle = 120;
+    assert_int_equal(uw_sdp_setsockopt(p.s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)), 0);
+    assert_int_equal(uw_sdp_setsockopt(p.s, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle)), 0);
+    int dflt_intvl = 0, dflt_cnt = 0;
+    int fd = uw__sdp_llp_fd(p.s);
+    l = sizeof(int);
+    getsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &dflt_intvl, &l);
+    getsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &dflt_cnt, &l);
+    uw__sdp_lock(p.sb);
+    llp_keepalive(p.s, 1, idle, dflt_intvl, dflt_cnt);
+    uw__sdp_unlock(p.sb);
+    pair_close(&p);
+}
+
 /* Graceful close: data queued before close arrives, then end of stream. */
 static void test_close_graceful(void **state)
 {
@@ -988,6 +1046,7 @@ int main(void)
         cmocka_unit_test(test_close_unread_resets),
         cmocka_unit_test(test_linger0),
         cmocka_unit_test(test_close_graceful),
+        cmocka_unit_test(test_keepalive),
         cmocka_unit_test(test_backlog),
         cmocka_unit_test(test_epoll_et),
         cmocka_unit_test(test_bulk_both_ways),

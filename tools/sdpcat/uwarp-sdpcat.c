@@ -61,7 +61,7 @@ static const char HELP[] =
     "  --pm-server A:P    ask the port mapper at A:P ([v6addr]:P) instead of HOST:3935\n"
     "  --chunk N          largest uw_sdp_send() call (1..16777216, default 65536)\n"
     "  --rcvbuf-size N    size of our receive Private Buffers (octets)\n"
-    "  --bufs N           number of our receive Private Buffers (at least 3)\n"
+    "  --bufs N           number of our receive Private Buffers (at least 4)\n"
     "  --nodelay          TCP_NODELAY: send partial messages at once\n"
     "  --oob-at N         send the stdin octet at offset N (from 0) alone, as urgent\n"
     "                     data (MSG_OOB)\n"

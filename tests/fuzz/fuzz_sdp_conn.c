@@ -1,0 +1,569 @@
+/* Fuzz target: the SDP connection core's receive side (src/sdp/conn*.c),
+ * two cores joined in memory by tests/unit/sdp_pair.h, with messages from a
+ * peer that breaks the rules mixed into the real peer's.
+ *
+ * Input:  b0  bits 0-1 Connecting Peer's receive buffer size (37, 100, 1024,
+ *             70000), bits 2-3 the Accepting Peer's, bit 4/5 SO_OOBINLINE
+ *             on side 0/1, bit 6/7 TCP_NODELAY on side 0/1
+ *         b1  bits 0-3 side 0's receive buffers - 3, bits 4-7 side 1's
+ *         b2  bits 0-1 send buffer size (37, 256, 4096, 70000) of side 0,
+ *             bits 2-3 of side 1, bits 4-7 send slots - 2
+ *         then operations until the input ends: an octet o, side = o & 1,
+ *         operation (o >> 1) % OP_COUNT, then its arguments:
+ *   RAW      u8 h, u16 n, n octets: a message of n octets (at most the
+ *            posted buffer's length) into side's next posted receive; with
+ *            h & 0x80 the completion claims (h & 0x7f) + 1 more octets
+ *   MSG      u8 mid selector, u8 flags, u8 bufs mode, u16 bufs, s8 MSeq
+ *            delta, s8 MSeqAck delta, u32 value, u16 payload length, the
+ *            extended header's other octets and payload from the input: a
+ *            well-formed message (Len right unless flags bit 3 is set; then
+ *            Len comes from the value) with MSeq = next expected + delta,
+ *            MSeqAck = side's last sent + delta, Bufs = the peer's real
+ *            posted count or the raw value
+ *   SEND     u16 len (x 4 with the flags' bit 2), u8 flags (OOB, MORE)
+ *   RECV     u16 len, u8 flags (OOB, PEEK)
+ *   SHUT     u8 how      CHRCVBUF u32 size     SETOPT u8 opt, u32 value
+ *   DELIVER  u8 n: up to n messages from side to the other
+ *   SETTLE   deliver both ways until nothing moves
+ *   HOLD     toggle side's held Send completions (releasing them)
+ *   ABORT    the application aborts          LLPDOWN u8 errs: the LLP goes
+ *   FAILMEM  u8 k: the (k % 8 + 1)th allocation from now fails
+ *   QUERY    poll, FIONREAD, SIOCATMARK, SO_ERROR, outq, stats
+ *
+ * Checked (abort on violation):
+ *   - on_recv returns 0, UW_EPROTO or UW_EMSGSIZE; after an error the core
+ *     is in ERROR, and once Send completions are released it has asked for
+ *     an abortive LLP close (directly or after its AbortConn completed);
+ *   - the real peer's payload is exactly its application's stream;
+ *   - what the application reads is a subsequence, in order, of the payload
+ *     octets delivered or injected (nothing made up, reordered or repeated,
+ *     only urgent octets left out); a peek is one too; recv(MSG_OOB) gives
+ *     the last octet of some OOB_PRES message;
+ *   - counters: Bufs posted equals the receives the harness holds, octets
+ *     sent equal what send() took, FIONREAD never exceeds what arrived;
+ *   - no crash, leak or undefined behaviour (sanitizers).
+ * UW_FUZZ_DEBUG prints every operation. */
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "../unit/sdp_pair.h"
+#include "common.h"
+#include "uwarp/error.h"
+
+#define MAX_OPS 3000
+#define MAX_IO (256u * 1024u)
+#define LOG_CAP (4u << 20)
+
+enum {
+    OP_RAW,
+    OP_MSG,
+    OP_SEND,
+    OP_RECV,
+    OP_SHUT,
+    OP_CHRCVBUF,
+    OP_SETOPT,
+    OP_DELIVER,
+    OP_SETTLE,
+    OP_HOLD,
+    OP_ABORT,
+    OP_LLPDOWN,
+    OP_FAILMEM,
+    OP_QUERY,
+    OP_COUNT
+};
+
+static const uint32_t rcv_sizes[4] = {UW_SDP_MIN_BUF, 100, 1024, 70000};
+static const uint32_t tx_sizes[4] = {UW_SDP_MIN_BUF, 256, 4096, 70000};
+static const uint8_t mids[] = {
+    UW_SDP_DATA,
+    UW_SDP_DATA,
+    UW_SDP_DATA,
+    UW_SDP_HELLO,
+    UW_SDP_HELLOACK,
+    UW_SDP_DISCONN,
+    UW_SDP_ABORTCONN,
+    UW_SDP_SENDSM,
+    UW_SDP_RDMAWRCOMPL,
+    UW_SDP_RDMARDCOMPL,
+    UW_SDP_MODECHANGE,
+    UW_SDP_SRCAVAILCANCEL,
+    UW_SDP_SINKAVAILCANCEL,
+    UW_SDP_SINKCANCELACK,
+    UW_SDP_CHRCVBUF,
+    UW_SDP_CHRCVBUFACK,
+    UW_SDP_SUSPCOMM,
+    UW_SDP_SUSPCOMMACK,
+    UW_SDP_SRCAVAIL,
+    UW_SDP_SINKAVAIL,
+    0x40,
+    0x7F,
+    0x20,
+    0xFC,
+};
+
+typedef struct side_log { /* payload octets offered to a side, in order */
+    uint8_t *p;
+    size_t n, cap;
+    size_t rd;       /* octets of p the reader is past */
+    uint8_t urg[32]; /* bitset: values an urgent octet had */
+    bool any_urg;
+} side_log;
+
+static struct {
+    sp_pair p;
+    fz_failalloc fa;
+    side_log log[2];
+    uint64_t app_sent[2]; /* octets send() took */
+    uint64_t wire_pos[2]; /* payload octets of side s delivered */
+    uint32_t last_in[2];  /* MSeq of the last message given to side s */
+    uint32_t last_out[2]; /* MSeq of the last message side s sent that left its queue */
+    bool failed[2];       /* on_recv gave side s an error */
+    bool llp_down;
+    uint8_t io[MAX_IO];
+    uint8_t msg[80000];
+} F;
+
+static uint8_t pat(int s, uint64_t pos)
+{
+    uint64_t x = pos * 0x9E3779B97F4A7C15ull + (uint64_t)s * 0xD1B54A32D192ED03ull;
+    return (uint8_t)(x >> 56);
+}
+
+static void log_add(int s, const uint8_t *p, size_t n)
+{
+    side_log *l = &F.log[s];
+    if (l->n + n > LOG_CAP)
+        n = LOG_CAP - l->n; /* the subsequence check only gets weaker */
+    if (l->n + n > l->cap) {
+        size_t cap = l->cap ? l->cap : 4096;
+        while (cap < l->n + n)
+            cap *= 2;
+        l->p = realloc(l->p, cap);
+        FZ_CHECK(l->p != NULL);
+        l->cap = cap;
+    }
+    memcpy(l->p + l->n, p, n);
+    l->n += n;
+}
+
+/* The payload the core would see in this message, if it decodes. */
+static void offer(int s, const uint8_t *m, uint32_t len)
+{
+    uw_sdp_msg d;
+    if (uw__sdp_decode(m, len, &d) < 0)
+        return;
+    if (d.payload_len)
+        log_add(s, d.payload, d.payload_len);
+    if (d.payload_len && (d.bsdh.flags & UW_SDP_OOB_PRES)) {
+        uint8_t b = d.payload[d.payload_len - 1];
+        F.log[s].urg[b >> 3] |= (uint8_t)(1u << (b & 7));
+        F.log[s].any_urg = true;
+    }
+}
+
+/* Every real message, just before delivery. */
+static void tap(void *ud, const sp_side *from, const sp_msg *m)
+{
+    (void)ud;
+    int s = from->idx;
+    uw_sdp_msg d;
+    FZ_CHECK(uw__sdp_decode(m->data, m->len, &d) == 0); /* the core builds valid messages */
+    F.last_out[s] = d.bsdh.mseq;
+    F.last_in[1 - s] = d.bsdh.mseq;
+    for (uint32_t i = 0; i < d.payload_len; i++)
+        FZ_CHECK(d.payload[i] == pat(s, F.wire_pos[s] + i));
+    F.wire_pos[s] += d.payload_len;
+    offer(1 - s, m->data, m->len);
+}
+
+static void check_rc(int s, int rc)
+{
+    if (rc < 0)
+        FZ_DEBUG("  side %d: on_recv %d (%s)\n", s, rc,
+                 uw__sdp_conn_why(F.p.s[s].c) ? uw__sdp_conn_why(F.p.s[s].c) : "-");
+    FZ_CHECK(rc == 0 || rc == UW_EPROTO || rc == UW_EMSGSIZE);
+    if (rc < 0) {
+        F.failed[s] = true;
+        FZ_CHECK(uw__sdp_conn_state(F.p.s[s].c) == UW_SDP_S_ERROR);
+    }
+}
+
+/* A message into side s's next posted receive, as the driver reports it. */
+static void inject(int s, const uint8_t *m, uint32_t n, uint32_t claimed)
+{
+    sp_side *x = &F.p.s[s];
+    if (!x->rq_n || F.llp_down)
+        return;
+    uw_sdp_post p = x->rq[x->rq_head];
+    if (n > p.len)
+        n = p.len;
+    if (claimed < n)
+        claimed = n;
+    x->rq_head = (x->rq_head + 1) % SP_MAXQ;
+    x->rq_n--;
+    memcpy(p.addr, m, n);
+    if (claimed == n)
+        offer(s, m, n);
+    uw_sdp_msg d;
+    if (uw__sdp_decode(m, n, &d) == 0)
+        F.last_in[s] = d.bsdh.mseq;
+    x->rcvd_msgs++;
+    int rc = uw__sdp_conn_on_recv(x->c, p.id, claimed);
+    FZ_DEBUG("  inject side %d: %u octets (claimed %u) into %u -> %d\n", s, n, claimed, p.id, rc);
+    check_rc(s, rc);
+    sp_drain_tx(x);
+}
+
+static uint32_t last_sent(int s)
+{
+    sp_side *x = &F.p.s[s];
+    if (x->out_n) {
+        const sp_msg *m = &x->out[(x->out_head + x->out_n - 1) % SP_MAXQ];
+        uw_sdp_msg d;
+        if (uw__sdp_decode(m->data, m->len, &d) == 0)
+            return d.bsdh.mseq;
+    }
+    return F.last_out[s];
+}
+
+static void put16(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static void op_msg(int s, fz_in *in)
+{
+    sp_side *x = &F.p.s[s];
+    uint8_t sel = fz_u8(in), flags = fz_u8(in), bmode = fz_u8(in);
+    uint16_t braw = fz_u16(in);
+    int8_t dseq = (int8_t)fz_u8(in), dack = (int8_t)fz_u8(in);
+    uint32_t value = fz_u32(in);
+    uint16_t plen = fz_u16(in);
+    uint8_t mid = sel >= 0xF0 ? (uint8_t)(sel << 4 | sel >> 4) : mids[sel % sizeof(mids)];
+    int ext = uw__sdp_ext_len(mid);
+    if (ext < 0)
+        ext = 0;
+    if (!uw__sdp_mid_has_payload(mid) && !(flags & 0x08))
+        plen = 0;
+    uint32_t cap = x->rq_n ? x->rq[x->rq_head].len : 0;
+    if (UW_SDP_BSDH_LEN + (uint32_t)ext + plen > cap)
+        plen = cap > UW_SDP_BSDH_LEN + (uint32_t)ext
+                   ? (uint16_t)(cap - UW_SDP_BSDH_LEN - (uint32_t)ext)
+                   : 0;
+    uint32_t len = UW_SDP_BSDH_LEN + (uint32_t)ext + plen;
+    uint8_t *m = F.msg;
+    m[0] = mid;
+    m[1] = flags & 0xF7; /* bit 3 steers the target */
+    uint16_t bufs = (bmode & 1) ? braw : (uint16_t)F.p.s[1 - s].rq_n;
+    put16(m + 2, bufs);
+    put32(m + 4, (flags & 0x08) ? value : len);
+    put32(m + 8, F.last_in[s] + 1 + (uint32_t)(int32_t)dseq);
+    put32(m + 12, last_sent(s) + (uint32_t)(int32_t)dack);
+    size_t k = (size_t)ext;
+    const uint8_t *e = fz_take(in, &k);
+    memset(m + 16, 0, (size_t)ext);
+    if (k)
+        memcpy(m + 16, e, k);
+    if (ext == 4 && mid != UW_SDP_MODECHANGE)
+        put32(m + 16, value); /* RWCH, RRCH, CRBH, CRBAH */
+    if (mid == UW_SDP_SRCAVAIL || mid == UW_SDP_SINKAVAIL)
+        put32(m + 16, value);
+    k = plen;
+    const uint8_t *pl = fz_take(in, &k);
+    if (k)
+        memcpy(m + 16 + ext, pl, k);
+    for (size_t i = k; i < plen; i++)
+        m[16 + (size_t)ext + i] = (uint8_t)(i * 7 + 1);
+    FZ_DEBUG("  msg side %d: mid %#x flags %#x bufs %u len %u payload %u\n", s, mid, m[1], bufs,
+             len, plen);
+    inject(s, m, len, len);
+}
+
+/* Is a[0..n) a subsequence of the log from its read position? Commits the
+ * position unless peek. */
+static bool subseq(int s, const uint8_t *a, size_t n, bool peek)
+{
+    side_log *l = &F.log[s];
+    size_t j = l->rd;
+    for (size_t i = 0; i < n; i++) {
+        while (j < l->n && l->p[j] != a[i])
+            j++;
+        if (j >= l->n)
+            return false;
+        j++;
+    }
+    if (!peek)
+        l->rd = j;
+    return true;
+}
+
+static void op_recv(int s, fz_in *in)
+{
+    sp_side *x = &F.p.s[s];
+    size_t len = fz_u16(in) + 1u;
+    uint8_t fl = fz_u8(in);
+    unsigned flags = (fl & 1 ? UW_SDP_MSG_OOB : 0) | (fl & 2 ? UW_SDP_MSG_PEEK : 0);
+    struct iovec v[2] = {{F.io, len / 2}, {F.io + len / 2, len - len / 2}};
+    ssize_t r = uw__sdp_conn_recv(x->c, v, (fl & 4) ? 2 : 1, flags);
+    sp_drain_tx(x);
+    FZ_DEBUG("  recv side %d: %zu flags %#x -> %zd\n", s, len, flags, r);
+    FZ_CHECK(r <= (ssize_t)len);
+    if (r <= 0)
+        return;
+    if (flags & UW_SDP_MSG_OOB) {
+        FZ_CHECK(r == 1);
+        FZ_CHECK(F.log[s].any_urg && (F.log[s].urg[F.io[0] >> 3] & (1u << (F.io[0] & 7))));
+        return;
+    }
+    FZ_CHECK(subseq(s, F.io, (size_t)r, (flags & UW_SDP_MSG_PEEK) != 0));
+}
+
+static void op_send(int s, fz_in *in)
+{
+    sp_side *x = &F.p.s[s];
+    size_t len = fz_u16(in);
+    uint8_t fl = fz_u8(in);
+    if (fl & 4)
+        len *= 4;
+    if (len > MAX_IO)
+        len = MAX_IO;
+    unsigned flags = (fl & 1 ? UW_SDP_MSG_OOB : 0) | (fl & 2 ? UW_SDP_MSG_MORE : 0);
+    for (size_t i = 0; i < len; i++)
+        F.io[i] = pat(s, F.app_sent[s] + i);
+    struct iovec v = {F.io, len};
+    ssize_t r = uw__sdp_conn_send(x->c, &v, 1, flags);
+    sp_drain_tx(x);
+    FZ_DEBUG("  send side %d: %zu flags %#x -> %zd\n", s, len, flags, r);
+    FZ_CHECK(r <= (ssize_t)len);
+    if (r > 0)
+        F.app_sent[s] += (uint64_t)r;
+}
+
+static void check_side(int s)
+{
+    sp_side *x = &F.p.s[s];
+    uw_sdp_stats st;
+    uw__sdp_conn_stats(x->c, &st);
+    /* (A Send longer than its receive took the receive without the core
+     * hearing of it: the DDP error that closes the LLP.) */
+    if (!x->too_long)
+        FZ_CHECK(st.bufs_posted == x->rq_n);
+    FZ_CHECK(st.sent == F.app_sent[s]);
+    FZ_CHECK(uw__sdp_conn_inq(x->c) <= st.received);
+    if (x->rc) { /* an error from a real delivery */
+        check_rc(s, x->rc);
+        x->rc = 0;
+    }
+    if (F.failed[s])
+        FZ_CHECK(uw__sdp_conn_state(x->c) == UW_SDP_S_ERROR);
+}
+
+static void llp_down(uint8_t e)
+{
+    static const int errs[4] = {0, UW_ECONNRESET, UW_ETIMEDOUT, UW_ETERM_RECEIVED};
+    for (int s = 0; s < 2; s++) {
+        sp_side *x = &F.p.s[s];
+        if (x->out_n)
+            F.last_out[s] = last_sent(s);
+        while (x->out_n) { /* what was on the wire is lost */
+            free(x->out[x->out_head].data);
+            x->out_head = (x->out_head + 1) % SP_MAXQ;
+            x->out_n--;
+        }
+        uw__sdp_conn_llp_closed(x->c, errs[(e >> (2 * s)) & 3]);
+    }
+    F.llp_down = true;
+}
+
+/* A Send with no receive posted, or longer than the one posted (the
+ * injected peer can fool a sender about both), is a DDP error: the QP
+ * Terminates and the LLP goes (the harness dropped the message). */
+static bool ddp_error(void)
+{
+    if (F.llp_down)
+        return true;
+    for (int i = 0; i < 2; i++)
+        if (F.p.s[i].overrun || F.p.s[i].too_long) {
+            llp_down(i ? 0x0c : 0x03);
+            return true;
+        }
+    return false;
+}
+
+/* One message from side s, unless the LLP is gone. */
+static bool deliver1(int s)
+{
+    if (ddp_error())
+        return false;
+    bool moved = sp_deliver1(&F.p.s[s], &F.p.s[1 - s]);
+    return !ddp_error() && moved;
+}
+
+/* sp_settle, stopping at a DDP error. */
+static void settle(void)
+{
+    for (int i = 0; i < (1 << 20); i++) {
+        sp_drain_tx(&F.p.s[0]);
+        sp_drain_tx(&F.p.s[1]);
+        bool a = deliver1(0), b = deliver1(1);
+        if (!a && !b)
+            return;
+    }
+}
+
+static void run_op(fz_in *in)
+{
+    uint8_t o = fz_u8(in);
+    int s = o & 1;
+    sp_side *x = &F.p.s[s];
+    switch ((o >> 1) % OP_COUNT) {
+    case OP_RAW: {
+        uint8_t h = fz_u8(in);
+        size_t n = fz_u16(in);
+        const uint8_t *b = fz_take(in, &n);
+        uint32_t claimed = (uint32_t)n + ((h & 0x80) ? (h & 0x7fu) + 1u : 0u);
+        if (x->rq_n && claimed <= x->rq[x->rq_head].len)
+            inject(s, b, (uint32_t)n, claimed);
+        else if (x->rq_n && (h & 0x80))
+            inject(s, b, (uint32_t)n, claimed); /* longer than the buffer: EMSGSIZE */
+        break;
+    }
+    case OP_MSG:
+        op_msg(s, in);
+        break;
+    case OP_SEND:
+        op_send(s, in);
+        break;
+    case OP_RECV:
+        op_recv(s, in);
+        break;
+    case OP_SHUT: {
+        static const int how[3] = {SHUT_RD, SHUT_WR, SHUT_RDWR};
+        int rc = uw__sdp_conn_shutdown(x->c, how[fz_u8(in) % 3]);
+        FZ_CHECK(rc == 0 || rc == UW_ENOTCONN);
+        sp_drain_tx(x);
+        break;
+    }
+    case OP_CHRCVBUF: {
+        int rc = uw__sdp_conn_chrcvbuf(x->c, fz_u32(in) % 200000u);
+        FZ_CHECK(rc == 0 || rc == UW_EBUSY || rc == UW_EPERM || rc == UW_EINVAL);
+        sp_drain_tx(x);
+        break;
+    }
+    case OP_SETOPT: {
+        uint8_t opt = fz_u8(in);
+        uint32_t v = fz_u32(in);
+        if (opt & 0x80) /* mostly small values */
+            v %= 1u << (opt & 0x1f);
+        (void)uw__sdp_conn_setopt(x->c, opt % 8, (int)v);
+        (void)uw__sdp_conn_getopt(x->c, (opt >> 3) % 8);
+        sp_drain_tx(x);
+        break;
+    }
+    case OP_DELIVER: {
+        unsigned n = fz_u8(in) % 16u;
+        for (unsigned i = 0; i < n; i++)
+            if (!deliver1(s))
+                break;
+        break;
+    }
+    case OP_SETTLE:
+        settle();
+        break;
+    case OP_HOLD:
+        x->hold_completions = !x->hold_completions;
+        if (!x->hold_completions) {
+            sp_release_completions(x);
+            sp_drain_tx(x);
+        }
+        break;
+    case OP_ABORT:
+        uw__sdp_conn_abort(x->c);
+        sp_drain_tx(x);
+        break;
+    case OP_LLPDOWN:
+        if (!F.llp_down)
+            llp_down(fz_u8(in));
+        break;
+    case OP_FAILMEM:
+        F.fa.fail_at = F.fa.count + 1 + fz_u8(in) % 8u;
+        break;
+    default: {
+        unsigned pb = uw__sdp_conn_poll(x->c);
+        (void)pb;
+        (void)uw__sdp_conn_atmark(x->c);
+        (void)uw__sdp_conn_take_error(x->c);
+        (void)uw__sdp_conn_outq(x->c);
+        (void)uw__sdp_conn_tx_idle(x->c);
+        (void)uw__sdp_conn_why(x->c);
+        uw_sdp_params pa;
+        (void)uw__sdp_conn_params(x->c, &pa);
+        break;
+    }
+    }
+    ddp_error();
+    check_side(0);
+    check_side(1);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    fz_in in;
+    fz_in_init(&in, data, size);
+    uint8_t b0 = fz_u8(&in), b1 = fz_u8(&in), b2 = fz_u8(&in);
+    memset(&F.log, 0, sizeof(F.log));
+    memset(F.app_sent, 0, sizeof(F.app_sent));
+    memset(F.wire_pos, 0, sizeof(F.wire_pos));
+    memset(F.last_in, 0, sizeof(F.last_in));
+    memset(F.last_out, 0, sizeof(F.last_out));
+    memset(F.failed, 0, sizeof(F.failed));
+    F.llp_down = false;
+    fz_failalloc_init(&F.fa, 0);
+    uw_sdp_conn_cfg cfg[2];
+    for (int s = 0; s < 2; s++) {
+        uw__sdp_conn_cfg_default(&cfg[s], s == 1);
+        cfg[s].rcv_size = rcv_sizes[(b0 >> (2 * s)) & 3];
+        cfg[s].rcv_bufs = (uint16_t)(UW_SDP_MIN_BUFS + ((b1 >> (4 * s)) & 15));
+        cfg[s].tx_size = tx_sizes[(b2 >> (2 * s)) & 3];
+        cfg[s].tx_slots = (uint16_t)(2 + (b2 >> 4));
+        cfg[s].alloc = &F.fa.a;
+    }
+    FZ_CHECK(sp_setup_tap(&F.p, &cfg[0], &cfg[1], tap, NULL) == 0);
+    for (int s = 0; s < 2; s++) {
+        FZ_CHECK(uw__sdp_conn_state(F.p.s[s].c) == UW_SDP_S_OPEN);
+        if (b0 & (0x10 << s))
+            uw__sdp_conn_setopt(F.p.s[s].c, UW_SDP_OPT_OOBINLINE, 1);
+        if (b0 & (0x40 << s))
+            uw__sdp_conn_setopt(F.p.s[s].c, UW_SDP_OPT_NODELAY, 1);
+    }
+    for (unsigned i = 0; i < MAX_OPS && fz_left(&in); i++)
+        run_op(&in);
+    /* Completions come back; a core that failed has asked for the abort. */
+    for (int s = 0; s < 2; s++) {
+        sp_side *x = &F.p.s[s];
+        x->hold_completions = false;
+        sp_release_completions(x);
+        sp_drain_tx(x);
+    }
+    settle(); /* AbortConns and their completions */
+    for (int s = 0; s < 2; s++) {
+        check_side(s);
+        if (F.failed[s] && !F.llp_down)
+            FZ_CHECK(uw__sdp_conn_llp_action(F.p.s[s].c) == UW_SDP_LLP_ABORT);
+    }
+    sp_free(&F.p);
+    for (int s = 0; s < 2; s++)
+        free(F.log[s].p);
+    return 0;
+}
