@@ -575,6 +575,8 @@ static int on_chrcvbufack(uw_sdp_conn *c, const uw_sdp_msg *m)
     bool grow = c->chr_size > c->chr_prev;
     if (grow ? act < c->chr_prev : act > c->chr_prev)
         return violate(c, "10.6: ChRcvBufAck changed the size against the request's direction");
+    if (!grow && act < c->chr_size) /* we already fill messages of chr_size */
+        return violate(c, "10.6: ChRcvBufAck decreased below the size requested");
     if (act == c->chr_prev) {
         if (grow)
             c->chr_no_grow = true;

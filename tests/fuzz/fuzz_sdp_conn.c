@@ -559,8 +559,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     settle(); /* AbortConns and their completions */
     for (int s = 0; s < 2; s++) {
         check_side(s);
+        /* A reset, or the normal teardown once an AbortConn went (8.2.2). */
         if (F.failed[s] && !F.llp_down)
-            FZ_CHECK(uw__sdp_conn_llp_action(F.p.s[s].c) == UW_SDP_LLP_ABORT);
+            FZ_CHECK(uw__sdp_conn_llp_action(F.p.s[s].c) != UW_SDP_LLP_NONE);
     }
     sp_free(&F.p);
     for (int s = 0; s < 2; s++)

@@ -390,7 +390,8 @@ static void test_abortive_close(void **st)
     sp_deliver1(&p.s[0], &p.s[1]);
     sp_release_completions(&p.s[0]);
     sp_drain_tx(&p.s[0]);
-    assert_int_equal(p.s[0].llp, UW_SDP_LLP_ABORT);
+    /* 8.2.2: the normal LLP teardown after the AbortConn, not a reset. */
+    assert_int_equal(p.s[0].llp, UW_SDP_LLP_DISCONNECT);
     assert_int_equal(uw__sdp_conn_take_error(p.s[1].c), UW_ECONNRESET);
     assert_int_equal(p.s[1].llp, UW_SDP_LLP_ABORT);
     sp_free(&p);
@@ -611,6 +612,24 @@ static void test_chrcvbuf(void **st)
     assert_int_equal(p.s[0].rc, 0);
     assert_int_equal(p.s[1].rc, 0);
     sp_free(&p);
+
+    /* 10.6: a decrease may not go below the size requested, and an Ack
+     * without a request is a violation. */
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(sp_setup(&p, NULL, NULL), 0);
+        if (k == 0)
+            assert_int_equal(uw__sdp_conn_chrcvbuf(p.s[0].c, 2048), 0);
+        sp_drain_tx(&p.s[0]);
+        uint8_t m[64];
+        uw_sdp_stats st0;
+        uw__sdp_conn_stats(p.s[0].c, &st0);
+        uint32_t ours = (uint32_t)st0.msgs_sent; /* our last MSeq */
+        assert_int_equal(sp_inject(&p.s[0], m, sp_build(m, UW_SDP_CHRCVBUFACK, 0, 16, 1, ours,
+                                                        k == 0 ? 1024 : 4096, NULL, 0)),
+                         UW_EPROTO);
+        assert_non_null(uw__sdp_conn_why(p.s[0].c));
+        sp_free(&p);
+    }
 }
 
 /* Nagle: while a data message is in flight, small sends coalesce; with
@@ -650,8 +669,7 @@ static void test_nagle_and_cork(void **st)
     }
 }
 
-/* MSeq wraps at 2^32 (6.1.5): run a connection across the wrap by starting
- * both sides' counters near it. */
+/* Configurations outside section 10 and 6.2.1 are refused at creation. */
 static void test_config_rejected(void **st)
 {
     (void)st;
