@@ -83,15 +83,18 @@ void perf_hdr_encode(const perf_cfg *c, uint8_t out[PERF_HDR_LEN])
     out[5] = (uint8_t)c->op;
     out[6] = c->lat ? 1 : 0;
     out[7] = (uint8_t)((c->busy ? 1 : 0) | (c->crc ? 2 : 0) | (c->markers ? 4 : 0) |
-                       (c->tcp_crc ? 8 : 0));
+                       (c->tcp_crc ? 8 : 0) | (c->nodelay > 0 ? 16 : 0));
     perf_put32(out + 8, c->size);
     perf_put32(out + 12, c->depth);
     perf_put32(out + 16, c->fpdu);
+    /* Octets 20-23 were zero before stream/rr/idle: older servers reject
+     * those ops by number, and 0 here means nothing to the other ops. */
+    perf_put32(out + 20, c->idle_conns);
 }
 
 int perf_hdr_decode(const uint8_t in[PERF_HDR_LEN], perf_cfg *c)
 {
-    if (perf_get32(in) != PERF_MAGIC || in[4] != 1 || in[5] < OP_WRITE || in[5] > OP_SEND)
+    if (perf_get32(in) != PERF_MAGIC || in[4] != 1 || in[5] < OP_WRITE || in[5] > OP_IDLE)
         return -1;
     c->op = in[5];
     c->lat = in[6] != 0;
@@ -99,10 +102,13 @@ int perf_hdr_decode(const uint8_t in[PERF_HDR_LEN], perf_cfg *c)
     c->crc = (in[7] & 2) != 0;
     c->markers = (in[7] & 4) != 0;
     c->tcp_crc = (in[7] & 8) != 0;
+    c->nodelay = (in[7] & 16) != 0;
     c->size = perf_get32(in + 8);
     c->depth = perf_get32(in + 12);
     c->fpdu = perf_get32(in + 16);
-    if (c->size > (64u << 20) || c->depth == 0 || c->depth > 4096)
+    c->idle_conns = perf_get32(in + 20);
+    if (c->size > (64u << 20) || c->depth == 0 || c->depth > 4096 ||
+        c->idle_conns > PERF_IDLE_MAX)
         return -1;
     return 0;
 }

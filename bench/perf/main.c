@@ -1,5 +1,6 @@
-/* uwarp-perf: throughput and latency of uwarp against raw TCP on the same
- * machine, in the same run. See `uwarp-perf --help`. */
+/* uwarp-perf: throughput and latency of uwarp, and of SDP sockets over
+ * uwarp, against raw TCP on the same machine, in the same run. See
+ * `uwarp-perf --help`. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
@@ -19,10 +20,28 @@ static void usage(FILE *f)
     fprintf(f, "usage: uwarp-perf -l [ADDR:]PORT [--cc NAME] [--no-crc] [--markers]\n"
                "       uwarp-perf [OPTIONS] HOST PORT\n"
                "\n"
-               "The server listens for uwarp on PORT and for the TCP baseline on PORT+1.\n"
-               "The client measures; every figure is payload octets.\n"
+               "The server listens for uwarp on PORT, for the TCP baseline on PORT+1 and\n"
+               "for SDP sockets on PORT+2. The client measures; every figure is payload\n"
+               "octets.\n"
                "\n"
-               "  --op write|read|send   operation (default write)\n"
+               "  --op write|read|send   uwarp verbs operation (default write)\n"
+               "  --op stream|rr         SDP sockets (uwarp/sdp.h) against TCP sockets, same\n"
+               "                         loop: stream: one send() of --size octets after the\n"
+               "                         other, counted where received; rr: --size octets\n"
+               "                         each way, ping-pong (latency as --lat; msg/s are\n"
+               "                         round trips). One connection each\n"
+               "  --nodelay, --no-nodelay stream/rr: TCP_NODELAY on or off for both transports\n"
+               "                         and both sides (default: rr on, stream off, as a\n"
+               "                         typical application; write/read/send: TCP always on)\n"
+               "  --sdp-bufs N, --sdp-rcvbuf-size N\n"
+               "                         SDP: receive Private Buffers per connection and their\n"
+               "                         size (default: the library's); each side's apply to\n"
+               "                         what it receives: give the server (-l) the same\n"
+               "  --idle-mem N           open N idle SDP connections, then N idle TCP ones,\n"
+               "                         and print the memory each takes: RSS growth of the\n"
+               "                         client and of the server process per connection,\n"
+               "                         and the host's kernel memory (slab + TCP buffers;\n"
+               "                         on loopback both ends) per connection\n"
                "  --size N               message size (K/M suffixes; default 65536)\n"
                "  --sizes LIST           a sweep, e.g. 64,4K,64K,1M\n"
                "  --duration S           seconds per measurement (default 2)\n"
@@ -39,11 +58,13 @@ static void usage(FILE *f)
                "  --markers              MPA markers on\n"
                "  --fpdu N               uwarp: largest FPDU payload (ULPDU) sent, >= 128\n"
                "                         (default: as large as the TCP MSS allows)\n"
-               "  --no-crc               prefer no MPA CRC\n"
+               "  --no-crc               prefer no MPA CRC (uwarp and SDP)\n"
                "  --rev 1|2              MPA revision (default 2)\n"
-               "  --busy-poll            spin instead of blocking waits (both transports)\n"
+               "  --busy-poll            spin instead of blocking waits (both transports;\n"
+               "                         stream/rr: MSG_DONTWAIT calls in a loop)\n"
                "  --cpu                  report user+sys CPU ns per payload byte on both sides\n"
-               "  --vs-tcp               also measure plain TCP and print uwarp/TCP ratios\n"
+               "  --vs-tcp               also measure plain TCP and print uwarp/TCP (stream/rr:\n"
+               "                         SDP/TCP) ratios\n"
                "  --tcp-only             measure only the TCP baseline\n"
                "  --tcp-crc              the TCP baseline also runs CRC32c over every payload\n"
                "                         octet on both sides: what the CRC alone costs here\n"
@@ -78,7 +99,40 @@ static uint64_t parse_size(const char *s, bool *ok)
 
 static const char *op_name(int op)
 {
-    return op == OP_WRITE ? "write" : op == OP_READ ? "read" : "send";
+    switch (op) {
+    case OP_WRITE:
+        return "write";
+    case OP_READ:
+        return "read";
+    case OP_SEND:
+        return "send";
+    case OP_STREAM:
+        return "stream";
+    case OP_RR:
+        return "rr";
+    default:
+        return "idle";
+    }
+}
+
+static bool is_sock_op(const perf_cfg *c)
+{
+    return c->op == OP_STREAM || c->op == OP_RR;
+}
+
+/* The transport measured against TCP: uwarp verbs, or SDP sockets. */
+static const char *xport_name(const perf_cfg *c)
+{
+    return is_sock_op(c) ? "sdp" : "uwarp";
+}
+
+static const char *mode_name(const perf_cfg *c)
+{
+    if (c->markers)
+        return "mk";
+    if (is_sock_op(c))
+        return c->nodelay > 0 ? (c->crc ? "crc+nd" : "nocrc+nd") : (c->crc ? "crc" : "nocrc");
+    return c->crc ? "crc" : "nocrc";
 }
 
 /* Above this share of stolen CPU time a run's figures are not to be trusted
@@ -124,6 +178,12 @@ static void print_one(const perf_cfg *c, const char *transport, const perf_res *
                c->markers ? "true" : "false", c->qps, c->depth, c->post_list, c->fpdu,
                c->busy ? "true" : "false",
                c->cc ? c->cc : "", r->secs, (unsigned long long)r->bytes, gbps, rate);
+        if (is_sock_op(c))
+            printf(",\"nodelay\":%s", c->nodelay > 0 ? "true" : "false");
+        if (is_sock_op(c) && (c->sdp_bufs || c->sdp_rcvbuf))
+            printf(",\"sdp_bufs\":%d,\"sdp_rcvbuf_size\":%d", c->sdp_bufs, c->sdp_rcvbuf);
+        if (r->sdp_msgs)
+            printf(",\"sdp_data_msgs\":%llu", (unsigned long long)r->sdp_msgs);
         if (c->lat)
             printf(",\"lat_us\":{\"mean\":%.2f,\"p50\":%.2f,\"p99\":%.2f,\"p999\":%.2f}",
                    r->lat_mean, r->lat_p50, r->lat_p99, r->lat_p999);
@@ -133,8 +193,8 @@ static void print_one(const perf_cfg *c, const char *transport, const perf_res *
         else
             printf(",\"host_steal\":null}\n");
     } else {
-        printf("%-6s %-5s %9u %-6s %9.3f %12.0f", transport, op_name(c->op), c->size,
-               c->markers ? "mk" : (c->crc ? "crc" : "nocrc"), gbps, rate);
+        printf("%-6s %-6s %9u %-8s %9.3f %12.0f", transport, op_name(c->op), c->size,
+               mode_name(c), gbps, rate);
         if (c->lat)
             printf("  lat us mean %.2f p50 %.2f p99 %.2f p99.9 %.2f", r->lat_mean, r->lat_p50,
                    r->lat_p99, r->lat_p999);
@@ -151,12 +211,14 @@ static int one_run(const char *host, int port, perf_cfg *c, bool tcp, perf_res *
 {
     perf_cpustat s0, s1;
     perf_cpustat_read(&s0);
-    int e = tcp ? perf_tcp_client(host, port + 1, c, r) : perf_uw_client(host, port, c, r);
+    int e = tcp              ? perf_tcp_client(host, port + 1, c, r)
+            : is_sock_op(c) ? perf_sdp_client(host, port + 2, c, r)
+                            : perf_uw_client(host, port, c, r);
     perf_cpustat_read(&s1);
     r->steal = perf_steal_share(&s0, &s1);
     if (e < 0)
-        fprintf(stderr, "uwarp-perf: %s %s %u: %s\n", tcp ? "tcp" : "uwarp", op_name(c->op),
-                c->size, r->err);
+        fprintf(stderr, "uwarp-perf: %s %s %u: %s\n", tcp ? "tcp" : xport_name(c),
+                op_name(c->op), c->size, r->err);
     return e;
 }
 
@@ -175,6 +237,51 @@ static double median_of(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof(v[0]), cmp_dbl);
     return n ? v[n / 2] : 0;
+}
+
+/* --idle-mem: SDP, then TCP, then the ratio. */
+static int idle_mem(const char *host, int port, perf_cfg *c, bool json)
+{
+    perf_mem m[2];
+    const char *name[2] = {"sdp", "tcp"};
+    for (int i = 0; i < 2; i++) {
+        int p = i == 0 ? port + 2 : port + 1;
+        if (perf_idle_mem(host, p, i == 0, c, &m[i]) < 0) {
+            fprintf(stderr, "uwarp-perf: %s idle connections: %s\n", name[i], m[i].err);
+            return -1;
+        }
+    }
+    if (!json) {
+        printf("# uwarp-perf idle connections: %u per transport; bytes per connection\n"
+               "# (RSS growth of each process; kernel: slab + TCP buffers of this host)\n",
+               c->idle_conns);
+        printf("%-6s %7s %14s %14s %14s %9s\n", "xport", "conns", "client RSS", "server RSS",
+               "kernel", "setup s");
+    }
+    for (int i = 0; i < 2; i++) {
+        if (json)
+            printf("{\"op\":\"idle_mem\",\"transport\":\"%s\",\"conns\":%u,\"crc\":%s,"
+                   "\"bytes_per_conn\":{\"client_rss\":%.1f,\"server_rss\":%.1f,"
+                   "\"kernel\":%.1f},\"setup_secs\":%.3f}\n",
+                   name[i], m[i].conns, c->crc ? "true" : "false", m[i].client_rss,
+                   m[i].server_rss, m[i].kernel, m[i].setup_secs);
+        else
+            printf("%-6s %7u %14.1f %14.1f %14.1f %9.3f\n", name[i], m[i].conns,
+                   m[i].client_rss, m[i].server_rss, m[i].kernel, m[i].setup_secs);
+    }
+    double su = m[0].client_rss + m[0].server_rss, tu = m[1].client_rss + m[1].server_rss;
+    double sa = su + m[0].kernel, ta = tu + m[1].kernel;
+    if (json)
+        printf("{\"op\":\"idle_mem\",\"transport\":\"diff\",\"baseline\":\"tcp\","
+               "\"user_bytes_per_conn_more\":%.1f,\"all_bytes_per_conn_more\":%.1f,"
+               "\"ratio_all\":%.4f}\n",
+               su - tu, sa - ta, ta > 0 ? sa / ta : 0);
+    else
+        printf("sdp - tcp: %+.1f user-space bytes per connection (both processes), %+.1f "
+               "with the kernel's (%.2f x TCP)\n",
+               su - tu, sa - ta, ta > 0 ? sa / ta : 0);
+    fflush(stdout);
+    return 0;
 }
 
 /* Runs the configuration repeat times per transport, uwarp and TCP taking
@@ -244,7 +351,8 @@ int main(int argc, char **argv)
                   .duration = 2,
                   .crc = true,
                   .rev = 2,
-                  .timeout_ms = 10000};
+                  .timeout_ms = 10000,
+                  .nodelay = -1};
     const char *listen_at = NULL, *sizes = NULL;
     bool json = false, vs_tcp = false, tcp_only = false, cpu = false;
     int repeat = 1;
@@ -258,7 +366,9 @@ int main(int argc, char **argv)
         {"tcp-only", 0, 0, 'T'},  {"repeat", 1, 0, 'R'},  {"cc", 1, 0, 'g'},
         {"json", 0, 0, 'j'},      {"timeout", 1, 0, 't'}, {"fpdu", 1, 0, 'F'},
         {"tcp-crc", 0, 0, 'K'},   {"help", 0, 0, 'h'},    {"post-list", 1, 0, 'P'},
-        {"max-steal", 1, 0, 'X'}, {0, 0, 0, 0}};
+        {"max-steal", 1, 0, 'X'}, {"nodelay", 0, 0, 'N'},  {"no-nodelay", 0, 0, 'Y'},
+        {"idle-mem", 1, 0, 'I'},  {"sdp-bufs", 1, 0, 'U'},  {"sdp-rcvbuf-size", 1, 0, 'Z'},
+        {0, 0, 0, 0}};
     int o;
     bool ok = true;
     while ((o = getopt_long(argc, argv, "l:h", lo, NULL)) != -1) {
@@ -267,10 +377,12 @@ int main(int argc, char **argv)
             listen_at = optarg;
             break;
         case 'o':
-            c.op = !strcmp(optarg, "write")  ? OP_WRITE
-                   : !strcmp(optarg, "read") ? OP_READ
-                   : !strcmp(optarg, "send") ? OP_SEND
-                                             : 0;
+            c.op = !strcmp(optarg, "write")    ? OP_WRITE
+                   : !strcmp(optarg, "read")   ? OP_READ
+                   : !strcmp(optarg, "send")   ? OP_SEND
+                   : !strcmp(optarg, "stream") ? OP_STREAM
+                   : !strcmp(optarg, "rr")     ? OP_RR
+                                               : 0;
             ok &= c.op != 0;
             break;
         case 's':
@@ -301,6 +413,28 @@ int main(int argc, char **argv)
         case 'L':
             c.lat = true;
             break;
+        case 'N':
+            c.nodelay = 1;
+            break;
+        case 'Y':
+            c.nodelay = 0;
+            break;
+        case 'U':
+            c.sdp_bufs = atoi(optarg);
+            ok &= c.sdp_bufs >= 3 && c.sdp_bufs <= 512;
+            break;
+        case 'Z': {
+            uint64_t v = parse_size(optarg, &ok);
+            ok &= v >= 1024 && v <= (16u << 20);
+            c.sdp_rcvbuf = (int)v;
+            break;
+        }
+        case 'I': {
+            uint64_t n = parse_size(optarg, &ok);
+            ok &= n >= 1 && n <= PERF_IDLE_MAX;
+            c.idle_conns = (uint32_t)n;
+            break;
+        }
         case 'B':
             c.lat = false;
             break;
@@ -363,8 +497,23 @@ int main(int argc, char **argv)
         fprintf(stderr, "uwarp-perf: invalid option value (see --help)\n");
         return 1;
     }
-    if (c.lat && c.op != OP_SEND) {
-        fprintf(stderr, "uwarp-perf: --lat measures Send ping-pong: use --op send\n");
+    if (c.lat && c.op != OP_SEND && c.op != OP_RR) {
+        fprintf(stderr, "uwarp-perf: --lat measures Send ping-pong: use --op send (or rr)\n");
+        return 1;
+    }
+    if (is_sock_op(&c) || c.idle_conns) {
+        if (c.qps != 1 || c.markers || c.fpdu || c.rev != 2) {
+            fprintf(stderr, "uwarp-perf: stream, rr and --idle-mem take one connection per "
+                            "test and no --markers, --fpdu or --rev\n");
+            return 1;
+        }
+        if (c.op == OP_RR)
+            c.lat = true; /* latency figures and ratios, as for --lat */
+        if (c.nodelay < 0)
+            c.nodelay = c.op == OP_RR ? 1 : 0;
+    } else if (c.nodelay >= 0) {
+        fprintf(stderr, "uwarp-perf: --nodelay/--no-nodelay are for --op stream and rr "
+                        "(the other ops always set TCP_NODELAY)\n");
         return 1;
     }
     if (!c.cc)
@@ -393,16 +542,30 @@ int main(int argc, char **argv)
             return 1;
         }
         signal(SIGPIPE, SIG_IGN);
-        fprintf(stderr, "uwarp-perf: listening on %s port %d (uwarp) and %d (tcp), cc %s\n", host,
-                port, port + 1, c.cc ? c.cc : "default");
+        if (port > 65533) {
+            fprintf(stderr, "uwarp-perf: bad port '%s' (PORT+2 is SDP's)\n", ps);
+            return 1;
+        }
+        fprintf(stderr,
+                "uwarp-perf: listening on %s port %d (uwarp), %d (tcp) and %d (sdp), cc %s\n",
+                host, port, port + 1, port + 2, c.cc ? c.cc : "default");
+        fflush(stderr);
         pid_t pid = fork();
         if (pid == 0) {
             /* The TCP half goes when the uwarp half does, however it ends. */
             prctl(PR_SET_PDEATHSIG, SIGTERM);
             return perf_tcp_server(host, port + 1, &c) < 0 ? 2 : 0;
         }
+        pid_t spid = fork();
+        if (spid == 0) {
+            /* So does the SDP half; its stack (and thread) starts here. */
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            return perf_sdp_server(host, port + 2, &c) < 0 ? 2 : 0;
+        }
         int r = perf_uw_server(host, port, &c);
         kill(pid, SIGTERM);
+        if (spid > 0)
+            kill(spid, SIGTERM);
         return r < 0 ? 2 : 0;
     }
     if (argc - optind != 2) {
@@ -412,6 +575,13 @@ int main(int argc, char **argv)
     const char *host = argv[optind];
     int port = atoi(argv[optind + 1]);
     signal(SIGPIPE, SIG_IGN);
+    if (c.cc && is_sock_op(&c) && (!system_cc() || strcmp(c.cc, default_cc) != 0))
+        fprintf(stderr, "uwarp-perf: warning: SDP sockets have no congestion control option: "
+                        "its connections use the system's, the TCP baseline uses %s\n", c.cc);
+    if (c.idle_conns) {
+        c.op = OP_IDLE;
+        return idle_mem(host, port, &c, json) < 0 ? 2 : 0;
+    }
     uint32_t list[32];
     int nsz = 0;
     if (sizes) {
@@ -427,13 +597,19 @@ int main(int argc, char **argv)
     } else {
         list[nsz++] = c.size;
     }
-    if (!json)
+    if (!json && is_sock_op(&c))
+        printf("# uwarp-perf SDP sockets %s%s, nodelay %s, crc %s, %s, cc %s, repeat %d\n",
+               c.op == OP_RR ? "request/response latency" : "stream throughput",
+               c.busy ? " busy-poll" : " blocking", c.nodelay > 0 ? "on" : "off",
+               c.crc ? "on" : "off", c.iters ? "fixed iterations" : "timed",
+               c.cc ? c.cc : "default", repeat);
+    else if (!json)
         printf("# uwarp-perf %s%s, qps %u, depth %u, post-list %u, %s, cc %s, repeat %d\n",
                c.lat ? "latency" : "throughput", c.busy ? " busy-poll" : "", c.qps, c.depth,
                c.post_list,
                c.iters ? "fixed iterations" : "timed", c.cc ? c.cc : "default", repeat);
     if (!json)
-        printf("%-6s %-5s %9s %-6s %9s %12s\n", "xport", "op", "size", "mode", "GB/s", "msg/s");
+        printf("%-6s %-6s %9s %-8s %9s %12s\n", "xport", "op", "size", "mode", "GB/s", "msg/s");
     double total = (double)nsz * repeat * (tcp_only ? 1 : (vs_tcp ? 2 : 1)) * c.duration;
     uint64_t started = perf_now_ns();
     int step = 0;
@@ -454,7 +630,7 @@ int main(int argc, char **argv)
                     "ratios, measure more (--repeat), or keep only quiet runs (--max-steal)\n",
                     worst * 100);
         if (have_u)
-            print_one(&c, "uwarp", &ru, json, cpu);
+            print_one(&c, xport_name(&c), &ru, json, cpu);
         if (have_t)
             print_one(&c, c.tcp_crc ? "tcp+crc" : "tcp", &rt, json, cpu);
         if (have_u && have_t) {
@@ -465,10 +641,13 @@ int main(int argc, char **argv)
             const char *base = c.tcp_crc ? "TCP+CRC" : "TCP";
             if (json) {
                 printf("{\"op\":\"%s\",\"size\":%u,\"transport\":\"ratio\",\"baseline\":\"%s\","
-                       "\"crc\":%s,"
-                       "\"markers\":%s,\"ratio_bw\":%.4f,\"ratio_lat_p50\":",
+                       "\"crc\":%s,\"markers\":%s,",
                        op_name(c.op), c.size, c.tcp_crc ? "tcp+crc" : "tcp",
-                       c.crc ? "true" : "false", c.markers ? "true" : "false", rb);
+                       c.crc ? "true" : "false", c.markers ? "true" : "false");
+                if (is_sock_op(&c))
+                    printf("\"nodelay\":%s,\"busy_poll\":%s,", c.nodelay > 0 ? "true" : "false",
+                           c.busy ? "true" : "false");
+                printf("\"ratio_bw\":%.4f,\"ratio_lat_p50\":", rb);
                 if (c.lat)
                     printf("%.4f", rl);
                 else
@@ -478,14 +657,14 @@ int main(int argc, char **argv)
                     printf(",\"ratio_lat_p50_paired\":%.4f", plat);
                 printf("}\n");
             } else {
-                printf("ratio  %-5s %9u %-6s %9.3f x %s throughput", op_name(c.op), c.size,
-                       c.markers ? "mk" : (c.crc ? "crc" : "nocrc"), rb, base);
+                printf("ratio  %-6s %9u %-8s %9.3f x %s throughput", op_name(c.op), c.size,
+                       mode_name(&c), rb, base);
                 if (c.lat)
                     printf(", p50 latency %.3f x %s", rl, base);
                 printf(", CPU/byte %.3f x %s\n", cpu_u / cpu_t, base);
                 if (repeat > 1) {
-                    printf("paired %-5s %9u %-6s %9.3f x %s throughput", op_name(c.op), c.size,
-                           c.markers ? "mk" : (c.crc ? "crc" : "nocrc"), pbw, base);
+                    printf("paired %-6s %9u %-8s %9.3f x %s throughput", op_name(c.op),
+                           c.size, mode_name(&c), pbw, base);
                     if (c.lat)
                         printf(", p50 latency %.3f x %s", plat, base);
                     printf(" (median of the %d adjacent-pair ratios)\n", repeat);

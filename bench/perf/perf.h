@@ -1,4 +1,5 @@
 /* uwarp-perf: RDMA Write/Read/Send throughput and Send latency over uwarp,
+ * byte-stream throughput and request/response latency over SDP sockets,
  * and the same patterns over plain TCP for the ratio that matters. */
 #ifndef UW_PERF_H
 #define UW_PERF_H
@@ -7,7 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum { OP_WRITE = 1, OP_READ = 2, OP_SEND = 3 };
+/* OP_STREAM, OP_RR: byte-stream ops over SDP sockets (uwarp/sdp.h) and
+ * plain TCP sockets; OP_IDLE: the idle-connection memory test (--idle-mem). */
+enum { OP_WRITE = 1, OP_READ = 2, OP_SEND = 3, OP_STREAM = 4, OP_RR = 5, OP_IDLE = 6 };
 
 typedef struct perf_cfg {
     int op;
@@ -25,6 +28,11 @@ typedef struct perf_cfg {
     bool tcp_crc;      /* TCP baseline: CRC32c over every payload octet on both sides */
     const char *cc;    /* congestion control, both transports */
     int timeout_ms;
+    int nodelay;       /* stream/rr: TCP_NODELAY on both transports and sides
+                          (-1: the op's default: rr on, stream off) */
+    uint32_t idle_conns; /* OP_IDLE: connections to open and hold */
+    int sdp_bufs;        /* SDP: receive Private Buffers per connection (0: the library's) */
+    int sdp_rcvbuf;      /* SDP: their size in octets (0: the library's) */
 } perf_cfg;
 
 typedef struct perf_res {
@@ -33,12 +41,14 @@ typedef struct perf_res {
     double cpu_client_ns, cpu_server_ns; /* user+sys */
     double lat_mean, lat_p50, lat_p99, lat_p999; /* microseconds, one way (RTT/2) */
     double steal; /* share of all CPU time the hypervisor took meanwhile; < 0: unknown */
+    uint64_t sdp_msgs; /* SDP stream/rr: Data messages the client sent (0: not SDP) */
     char err[256];
 } perf_res;
 
 /* Wire header both transports send first (config), 32 octets big-endian. */
 #define PERF_MAGIC 0x55575046u /* "UWPF" */
 #define PERF_HDR_LEN 32u
+#define PERF_IDLE_MAX 100000u /* --idle-mem connections, at most */
 void perf_hdr_encode(const perf_cfg *c, uint8_t out[PERF_HDR_LEN]);
 int perf_hdr_decode(const uint8_t in[PERF_HDR_LEN], perf_cfg *c);
 
@@ -69,5 +79,25 @@ int perf_uw_client(const char *host, int port, const perf_cfg *c, perf_res *r);
 int perf_tcp_client(const char *host, int port, const perf_cfg *c, perf_res *r);
 
 int perf_resolve(const char *host, int port, void *ss, unsigned *len);
+
+/* perf_sdp.c: stream, rr and the idle-memory test over SDP sockets and over
+ * plain TCP, one loop for both transports. The SDP server listens on the
+ * uwarp port + 2; the TCP server hands stream, rr and idle tests to
+ * perf_tcp_serve_stream() on its accepted, configured socket. */
+int perf_sdp_server(const char *addr, int port, const perf_cfg *base);
+int perf_sdp_client(const char *host, int port, const perf_cfg *c, perf_res *r);
+void perf_tcp_serve_stream(int fd, const perf_cfg *c);
+int perf_tcp_stream_client(const char *host, int port, const perf_cfg *c, perf_res *r);
+
+/* --idle-mem: memory per idle connection. RSS deltas of the client and the
+ * server process divided by the connections, and the host's kernel memory
+ * delta (slab + TCP buffers; on loopback both ends) per connection. */
+typedef struct perf_mem {
+    uint32_t conns;
+    double client_rss, server_rss, kernel; /* bytes per connection */
+    double setup_secs;                     /* opening all of them */
+    char err[256];
+} perf_mem;
+int perf_idle_mem(const char *host, int port, bool sdp, const perf_cfg *c, perf_mem *m);
 
 #endif

@@ -2,7 +2,8 @@
  * mode and process layout, so that uwarp's figures can be divided by these.
  *   write/send: the client streams size-octet messages, then shuts down;
  *   read: the client asks for size octets at a time, depth requests ahead;
- *   lat: size-octet ping-pong.
+ *   lat: size-octet ping-pong;
+ *   stream, rr, idle: perf_sdp.c's loops, shared with the SDP transport.
  * The server answers the end of a test with its CPU time and byte count. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -91,6 +92,8 @@ static int full_iov(int fd, const uint8_t *buf, size_t n, uint32_t count, bool b
     return 0;
 }
 
+static int base_timeout_ms = 10000;
+
 /* One test on an accepted connection. */
 static void serve(int fd)
 {
@@ -98,6 +101,12 @@ static void serve(int fd)
     perf_cfg c;
     if (full_io(fd, hdr, sizeof(hdr), false, false) < 0 || perf_hdr_decode(hdr, &c) < 0)
         return;
+    /* stream, rr and idle run the loop the SDP transport runs (perf_sdp.c). */
+    if (c.op == OP_STREAM || c.op == OP_RR || c.op == OP_IDLE) {
+        c.timeout_ms = base_timeout_ms;
+        perf_tcp_serve_stream(fd, &c);
+        return;
+    }
     size_t bsz = c.size > 65536 ? c.size : 65536;
     uint8_t *buf = malloc(bsz);
     if (!buf)
@@ -151,6 +160,7 @@ int perf_tcp_server(const char *addr, int port, const perf_cfg *base)
     unsigned sl;
     if (perf_resolve(addr, port, &ss, &sl) < 0)
         return -1;
+    base_timeout_ms = base->timeout_ms;
     int lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -180,6 +190,8 @@ int perf_tcp_server(const char *addr, int port, const perf_cfg *base)
 
 int perf_tcp_client(const char *host, int port, const perf_cfg *c, perf_res *r)
 {
+    if (c->op == OP_STREAM || c->op == OP_RR)
+        return perf_tcp_stream_client(host, port, c, r);
     memset(r, 0, sizeof(*r));
     struct sockaddr_storage ss;
     unsigned sl;

@@ -536,8 +536,11 @@ static ssize_t do_recv(uw_sdp_sock *s, const struct iovec *uiov, int cnt, int fl
             break;
         if (nb) {
             if (!tried) {
-                /* Data may be waiting in the LLP socket: one pass first. */
+                /* Data may be waiting in the LLP socket: one pass first.
+                 * A caller that spins on nonblocking calls drives the
+                 * protocol itself; the progress thread stands aside. */
                 tried = true;
+                st->last_drive_ns = uw__sdp_now_ns();
                 uw__sdp_progress(st);
                 continue;
             }
@@ -585,6 +588,7 @@ static ssize_t send_part(uw_sdp_sock *s, struct iovec *iov, int cnt, size_t tota
         if (nb) {
             if (!tried) {
                 tried = true;
+                s->st->last_drive_ns = uw__sdp_now_ns();
                 uw__sdp_progress(s->st); /* completions may have freed slots */
                 continue;
             }

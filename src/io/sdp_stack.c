@@ -711,6 +711,13 @@ void uw__sdp_progress(uw_sdp_stack *st)
 int uw__sdp_wait(uw_sdp_sock *s, short events, uint64_t deadline_ns)
 {
     uw_sdp_stack *st = s->st;
+    /* Completions already in the CQ make no fd readable (verbs.h): a Send
+     * that completed after the last pass would free the very slot this
+     * thread waits for, and nothing would wake it. */
+    if (st->cq->count) {
+        uw__sdp_progress(st);
+        return 0;
+    }
     uint64_t now = uw__now_ns();
     int tmo = ms_until(deadline_ns, now);
     int t2 = ms_until(st->next_deadline_ns, now);
@@ -806,6 +813,11 @@ static void *thread_main(void *arg)
                 }
         }
         st->thread_wakeups++;
+        /* An application thread may have started driving (or spinning on
+         * nonblocking calls) while this one slept: then it has the work. */
+        quiet = st->last_drive_ns + UW__SDP_ASIDE_MS * 1000000ull;
+        if (st->driving > 0 || uw__now_ns() < quiet)
+            aside = true;
         if (!st->stopping && !aside)
             uw__sdp_progress(st);
         else if (!st->stopping && st->driving == 0 && uw__now_ns() >= quiet)
