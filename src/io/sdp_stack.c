@@ -304,8 +304,12 @@ int uw__sdp_conn_setup(uw_sdp_sock *s, bool accepting, uint16_t ird, uint16_t or
             return r;
     }
     uw_qp_set_context(s->qp, s);
-    /* 8.1.1 steps 1c and 4b: every buffer Bufs will advertise is posted
-     * before the Hello (HelloAck) is built. */
+    /* 8.1.1 step 1c: every buffer the Hello's Bufs will advertise is posted
+     * before it is built. The Accepting Peer posts after checking the
+     * Hello (the next pump, before the HelloAck: step 4b), so that its
+     * buffers can take the size the Hello's DesRemRcvSz hints (6.2.1.4). */
+    if (accepting)
+        return 0;
     uw_sdp_post p;
     int n;
     while ((n = uw__sdp_conn_next_post(s->conn, &p)) == 1)
