@@ -23,6 +23,17 @@ void uw__qp_update_io(uw_qp *qp)
               ((qp->cm == UW__CM_RTS || qp->cm == UW__CM_LINGER) && qp->txf_count);
     if (tx)
         want |= EPOLLOUT;
+    if (!want) {
+        /* Nothing to ask for: leave the set. epoll reports EPOLLHUP and
+         * EPOLLERR whatever the mask, so a socket shut both ways and kept
+         * registered with a mask of 0 made every wait return at once (a
+         * sender waiting for a Terminate spun for minutes). */
+        if (qp->ep_added && epoll_ctl(qp->ctx->epfd, EPOLL_CTL_DEL, qp->fd, NULL) == 0) {
+            qp->ep_added = false;
+            qp->epmask = 0;
+        }
+        return;
+    }
     if (qp->ep_added && qp->epmask == want)
         return;
     struct epoll_event ev = {.events = want, .data.ptr = qp};
