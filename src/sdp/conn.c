@@ -216,8 +216,6 @@ int uw__sdp_conn_next_post(uw_sdp_conn *c, uw_sdp_post *out)
         c->post_fifo[(c->pf_head + c->pf_n) % RX_CAP] = id;
         c->pf_n++;
         c->posted++;
-        if (c->posted >= c->target_bufs && c->state == UW_SDP_S_IDLE)
-            c->initial_posted = true;
         out->id = id;
         out->addr = b->mem;
         out->len = b->size;

@@ -73,7 +73,6 @@ struct uw_sdp_conn {
     uint32_t pf_head, pf_n;
     uint32_t data_fifo[RX_CAP]; /* ids holding unread payload, in stream order */
     uint32_t df_head, df_n;
-    bool initial_posted;      /* every setup buffer taken by next_post */
     uint32_t old_size_left;   /* ChRcvBuf growth: old-size buffers still posted */
 
     /* Sequence numbers and credits (sections 6.1.5, 6.1.6, 10.2). */

@@ -62,9 +62,36 @@ static void test_setup_params(void **st)
     assert_int_equal(s.send_credit, 8 - 1);
     uw__sdp_conn_stats(p.s[0].c, &s);
     assert_int_equal(s.send_credit, 5);
-    /* The HelloAck went as a Send with Solicited Event (8.1.1 step 5). */
     assert_int_equal(p.s[1].sent_msgs, 1);
     sp_free(&p);
+
+    /* The HelloAck on the wire (6.2.2, 8.1.1 step 5): Flags 0, MSeq and
+     * MSeqAck 0, MajV 1 and MinV 1 even for a Hello with MinV 0 (6.2.2.2),
+     * sent as a Send with Solicited Event (14.2). */
+    uw_sdp_conn *acc;
+    uw_sdp_conn_cfg k = cfg(true, 4096, 5);
+    assert_int_equal(uw__sdp_conn_create(&acc, &k), 0);
+    uint8_t h[32];
+    tu_unhex("00000004 00000020 00000000 00000000 10000008 00010000 00010000 00020004", h, 32);
+    assert_int_equal(uw__sdp_conn_accept_hello(acc, h, 32, NULL), 0);
+    uw_sdp_post po;
+    uw_sdp_tx t;
+    assert_int_equal(uw__sdp_conn_next_tx(acc, &t), 0); /* 4b: buffers first */
+    while (uw__sdp_conn_next_post(acc, &po) == 1)
+        ;
+    assert_int_equal(uw__sdp_conn_next_tx(acc, &t), 1);
+    assert_true(t.solicited);
+    uw_sdp_msg m;
+    assert_int_equal(uw__sdp_decode(t.addr, t.len, &m), 0);
+    assert_int_equal(m.bsdh.mid, UW_SDP_HELLOACK);
+    assert_int_equal(m.bsdh.flags, 0);
+    assert_int_equal(m.bsdh.mseq, 0);
+    assert_int_equal(m.bsdh.mseqack, 0);
+    assert_int_equal(m.bsdh.bufs, 5);
+    assert_int_equal(m.u.helloack.majv, 1);
+    assert_int_equal(m.u.helloack.minv, 1);
+    assert_int_equal(m.u.helloack.act_rcv_sz, 4096);
+    uw__sdp_conn_destroy(acc);
 }
 
 static void test_hello_wire(void **st)
@@ -386,6 +413,8 @@ static void test_abortive_close(void **st)
     uw__sdp_conn_abort(p.s[0].c);
     sp_drain_tx(&p.s[0]);
     assert_int_equal(p.s[0].last_mid, UW_SDP_ABORTCONN);
+    /* 14.2: AbortConn is a solicited message. */
+    assert_true(p.s[0].out[(p.s[0].out_head + p.s[0].out_n - 1) % SP_MAXQ].solicited);
     assert_int_equal(p.s[0].llp, UW_SDP_LLP_NONE);
     sp_deliver1(&p.s[0], &p.s[1]);
     sp_release_completions(&p.s[0]);
