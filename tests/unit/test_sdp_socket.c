@@ -728,6 +728,47 @@ static void test_keepalive(void **state)
     pair_close(&p);
 }
 
+/* 8.1.2: the LLP goes away during setup (a TCP listener that accepts and
+ * closes at once, before any MPA Reply): connect fails, nothing leaks. */
+static void *accept_close(void *arg)
+{
+    int l = *(int *)arg;
+    int c = accept(l, NULL, NULL);
+    if (c >= 0)
+        close(c);
+    return NULL;
+}
+
+static void test_llp_lost_in_setup(void **state)
+{
+    (void)state;
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(l >= 0);
+    struct sockaddr_storage ss;
+    socklen_t sl = loopback(AF_INET, &ss, 0);
+    assert_int_equal(bind(l, (struct sockaddr *)&ss, sl), 0);
+    assert_int_equal(listen(l, 1), 0);
+    sl = sizeof(ss);
+    assert_int_equal(getsockname(l, (struct sockaddr *)&ss, &sl), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, accept_close, &l), 0);
+    uw_sdp_stack *st = stack_new("a", true);
+    uw_sdp_sock *c;
+    assert_int_equal(uw_sdp_socket(st, AF_INET, 0, &c), 0);
+    set_timeouts(c, T_MS);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int r = uw_sdp_connect(c, (struct sockaddr *)&ss, sl);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    pthread_join(th, NULL);
+    close(l);
+    /* As TCP reports a peer that resets: the closed LLP ends the setup. */
+    assert_int_equal(r, -ECONNRESET);
+    assert_true(t1.tv_sec - t0.tv_sec < 5); /* at once, not at the setup timeout */
+    assert_int_equal(uw_sdp_close(c), 0);
+    assert_int_equal(uw_sdp_stack_destroy(st), 0);
+}
+
 /* Graceful close: data queued before close arrives, then end of stream. */
 static void test_close_graceful(void **state)
 {
@@ -1047,6 +1088,7 @@ int main(void)
         cmocka_unit_test(test_linger0),
         cmocka_unit_test(test_close_graceful),
         cmocka_unit_test(test_keepalive),
+        cmocka_unit_test(test_llp_lost_in_setup),
         cmocka_unit_test(test_backlog),
         cmocka_unit_test(test_epoll_et),
         cmocka_unit_test(test_bulk_both_ways),
