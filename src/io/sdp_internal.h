@@ -166,6 +166,8 @@ void uw__sdp_wildcard(int domain, struct sockaddr_storage *ss, socklen_t *len);
 /* Port mapper (sdp_pm.c). */
 int uw__sdp_pm_setopt(uw_sdp_sock *s, int name, int v);
 int uw__sdp_pm_listen(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t len);
+/* Opens the socket's SDP (MPA) listener on addr (sdp_socket.c). */
+int uw__sdp_mpa_listen(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t len);
 /* accept() on the PM listener's TCP port: 1 with *out, 0 none waiting, or -errno. */
 int uw__sdp_pm_accept_tcp(uw_sdp_sock *l, int flags, uw_sdp_sock **out, struct sockaddr *addr,
                           socklen_t *len);

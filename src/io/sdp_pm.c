@@ -73,19 +73,7 @@ int uw__sdp_pm_listen(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t len
         ((struct sockaddr_in6 *)&sdp)->sin6_port = 0;
     else
         ((struct sockaddr_in *)&sdp)->sin_port = 0;
-    uw_qp_attr qa = {.pd = st->pd,
-                     .send_cq = st->cq,
-                     .recv_cq = st->cq,
-                     .max_send_wr = 1024,
-                     .max_recv_wr = 1024};
-    uw_conn_param p;
-    memset(&p, 0, sizeof(p));
-    p.p2p = true;
-    p.rtr = UW_MPA_RTR_ALL;
-    p.crc = s->crc ? UW_CRC_PREFER : UW_CRC_AVOID;
-    p.timeout_ms = st->attr.setup_timeout_ms;
-    p.ird = p.ord = UW__SDP_IRD_ORD;
-    r = uw_listen(st->ctx, (struct sockaddr *)&sdp, sl, &qa, &p, &s->lst);
+    r = uw__sdp_mpa_listen(s, (struct sockaddr *)&sdp, sl);
     if (r < 0)
         goto fail;
     socklen_t dl = sizeof(sdp);

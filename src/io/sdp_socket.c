@@ -196,19 +196,7 @@ int uw_sdp_listen(uw_sdp_sock *s, int backlog)
         if (r < 0)
             goto out;
     } else {
-        uw_qp_attr qa = {.pd = st->pd,
-                         .send_cq = st->cq,
-                         .recv_cq = st->cq,
-                         .max_send_wr = 1024,
-                         .max_recv_wr = 1024};
-        uw_conn_param p;
-        memset(&p, 0, sizeof(p));
-        p.p2p = true;
-        p.rtr = UW_MPA_RTR_ALL; /* notes 2: Write and Read, and a Send RTR from others */
-        p.crc = s->crc ? UW_CRC_PREFER : UW_CRC_AVOID;
-        p.timeout_ms = st->attr.setup_timeout_ms;
-        p.ird = p.ord = UW__SDP_IRD_ORD;
-        r = uw_listen(st->ctx, (struct sockaddr *)&ss, sl, &qa, &p, &s->lst);
+        r = uw__sdp_mpa_listen(s, (struct sockaddr *)&ss, sl);
         if (r < 0)
             goto out;
         if (s->bind_fd >= 0) {
@@ -222,6 +210,27 @@ int uw_sdp_listen(uw_sdp_sock *s, int backlog)
 out:
     uw__sdp_unlock(st);
     return r;
+}
+
+/* The MPA listener of an Accepting Peer (notes section 2): peer-to-peer
+ * mode accepting every RTR type (Write and Read, and a Send RTR from
+ * others), CRC as the socket prefers. */
+int uw__sdp_mpa_listen(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t len)
+{
+    uw_sdp_stack *st = s->st;
+    uw_qp_attr qa = {.pd = st->pd,
+                     .send_cq = st->cq,
+                     .recv_cq = st->cq,
+                     .max_send_wr = 1024,
+                     .max_recv_wr = 1024};
+    uw_conn_param p;
+    memset(&p, 0, sizeof(p));
+    p.p2p = true;
+    p.rtr = UW_MPA_RTR_ALL;
+    p.crc = s->crc ? UW_CRC_PREFER : UW_CRC_AVOID;
+    p.timeout_ms = st->attr.setup_timeout_ms;
+    p.ird = p.ord = UW__SDP_IRD_ORD;
+    return uw_listen(st->ctx, addr, len, &qa, &p, &s->lst);
 }
 
 int uw_sdp_accept(uw_sdp_sock *s, uw_sdp_sock **out, struct sockaddr *addr, socklen_t *len,
