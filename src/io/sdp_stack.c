@@ -184,21 +184,43 @@ static void post_recv(uw_sdp_sock *s, const uw_sdp_post *p)
         post_failed(s, "post_recv", r);
 }
 
-static void post_send(uw_sdp_sock *s, const uw_sdp_tx *t)
+/* The Sends a pass produced go to the QP in one post, so that its doorbell
+ * writes them with one system call: a 1 MiB send() is 16 messages of 64 KiB,
+ * which one post at a time cost a sendmsg each. */
+#define UW__SDP_TX_BATCH 32
+struct tx_batch {
+    int n;
+    uw_send_wr wr[UW__SDP_TX_BATCH];
+    uw_sge sge[UW__SDP_TX_BATCH];
+};
+
+static void flush_sends(uw_sdp_sock *s, struct tx_batch *b)
 {
-    uw_mr *mr = mr_for(s, t->id, (void *)t->addr, t->len);
-    int r = UW_ENOMEM;
-    if (mr) {
-        uw_sge sge = {.addr = (uint64_t)(uintptr_t)t->addr, .length = t->len, .lkey = uw_mr_stag(mr)};
-        uw_send_wr wr = {.wr_id = t->id,
-                         .opcode = UW_WR_SEND,
-                         .flags = UW_SEND_SIGNALED | (t->solicited ? UW_SEND_SOLICITED : 0u),
-                         .sg_list = &sge,
-                         .num_sge = 1};
-        r = uw_post_send(s->qp, &wr, 1, NULL);
-    }
+    if (!b->n)
+        return;
+    int r = uw_post_send(s->qp, b->wr, b->n, NULL);
+    b->n = 0;
     if (r < 0)
         post_failed(s, "post_send", r);
+}
+
+static void post_send(uw_sdp_sock *s, struct tx_batch *b, const uw_sdp_tx *t)
+{
+    uw_mr *mr = mr_for(s, t->id, (void *)t->addr, t->len);
+    if (!mr) {
+        flush_sends(s, b);
+        post_failed(s, "post_send", UW_ENOMEM);
+        return;
+    }
+    uw_sge *sge = &b->sge[b->n];
+    *sge = (uw_sge){.addr = (uint64_t)(uintptr_t)t->addr, .length = t->len, .lkey = uw_mr_stag(mr)};
+    b->wr[b->n] = (uw_send_wr){.wr_id = t->id,
+                               .opcode = UW_WR_SEND,
+                               .flags = UW_SEND_SIGNALED | (t->solicited ? UW_SEND_SOLICITED : 0u),
+                               .sg_list = sge,
+                               .num_sge = 1};
+    if (++b->n == UW__SDP_TX_BATCH)
+        flush_sends(s, b);
 }
 
 static void report_llp_closed(uw_sdp_sock *s, int err)
@@ -217,8 +239,11 @@ void uw__sdp_pump(uw_sdp_sock *s)
         uw_sdp_tx t;
         while (uw__sdp_conn_next_post(c, &p) == 1)
             post_recv(s, &p);
+        struct tx_batch b;
+        b.n = 0;
         while (uw__sdp_conn_next_tx(c, &t) == 1)
-            post_send(s, &t);
+            post_send(s, &b, &t);
+        flush_sends(s, &b);
         int act = uw__sdp_conn_llp_action(c);
         if (act != UW_SDP_LLP_NONE && !s->llp_acted) {
             s->llp_acted = true;
@@ -798,13 +823,28 @@ static void *thread_main(void *arg)
         uw__sdp_unlock(st);
         p[0] = (struct pollfd){.fd = st->wake_fd, .events = POLLIN};
         p[1] = (struct pollfd){.fd = aside ? -1 : st->ctx_fd, .events = POLLIN};
-        int n = poll(p, 2 + nt, tmo);
-        if (n > 0 && p[0].revents) {
-            uint64_t v;
-            if (read(st->wake_fd, &v, sizeof(v)) < 0) {
+        int n;
+        for (int skips = 0;; skips++) {
+            n = poll(p, 2 + nt, tmo);
+            if (n > 0 && p[0].revents) {
+                uint64_t v;
+                if (read(st->wake_fd, &v, sizeof(v)) < 0) {
+                }
             }
+            /* A tick with the lock taken means somebody is working: blocking
+             * on the lock here made every unlock of a busy application
+             * thread a futex wake (some 2,600 a second in a 64 KiB stream,
+             * 6% of the reader's time). Anything that asked for this thread
+             * (the wake fd, a descriptor) and the fourth tick in a row do
+             * wait for the lock, so timers still run. */
+            if (n != 0 || skips >= 3) {
+                uw__sdp_lock(st);
+                break;
+            }
+            if (pthread_mutex_trylock(&st->mu) == 0)
+                break;
+            tmo = UW__SDP_ASIDE_MS;
         }
-        uw__sdp_lock(st);
         for (nfds_t i = 0; n > 0 && i < nt; i++) {
             if (!p[2 + i].revents)
                 continue;
