@@ -101,6 +101,21 @@ void uw__sdp_conn_mpa_limits(uw_sdp_conn *c, uint16_t ird, uint16_t ord)
         c->ord = ord;
 }
 
+int uw__sdp_conn_test_shift_seq(uw_sdp_conn *c, uint32_t ours, uint32_t theirs)
+{
+    if (c->state != UW_SDP_S_OPEN || ours % HIST || theirs % HIST)
+        return UW_EINVAL;
+    c->last_sent += ours;
+    c->peer_ack += ours;
+    c->last_rcvd += theirs;
+    c->adv_ack += theirs;
+    for (uint32_t i = 0; i < HIST; i++)
+        c->hist[i].mseqack += theirs;
+    for (uint32_t i = 0; i < 64; i++)
+        c->sa[i].sendsm_mseq += ours;
+    return 0;
+}
+
 /* Abortive close (8.2.2): with a DisConn already sent and the LLP up, an
  * AbortConn goes first; otherwise no further message and the LLP is torn
  * down at once. Unsent data is discarded either way. */

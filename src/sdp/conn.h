@@ -99,6 +99,13 @@ int uw__sdp_conn_accept_hello(uw_sdp_conn *c, const uint8_t *pd, size_t len, con
  * built from cfg before MPA finished; call when MPA reports the values. */
 void uw__sdp_conn_mpa_limits(uw_sdp_conn *c, uint16_t ird, uint16_t ord);
 
+/* Tests only: moves an idle OPEN connection's sequence numbers as if ours
+ * had advanced by ours and the peer's by theirs (both multiples of 256, the
+ * credit history's length), so that a test crosses the 32-bit wrap (6.1.5)
+ * without 2^32 messages. Apply the mirror image to the peer. UW_EINVAL
+ * otherwise. */
+int uw__sdp_conn_test_shift_seq(uw_sdp_conn *c, uint32_t ours, uint32_t theirs);
+
 /* What the two peers agreed on (valid from OPEN). */
 typedef struct uw_sdp_params {
     uint8_t majv, minv;

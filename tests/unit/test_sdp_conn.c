@@ -146,6 +146,16 @@ static void test_hello_rejected(void **st)
     reject_hello("00000004 00000020 00000000 00000000 11000008 00010000 00000024 00020004");
     reject_hello("01000004 00000020 00000000 00000000 11000008 00010000 00010000 00020004");
     reject_hello("00000004 00000021 00000000 00000000 11000008 00010000 00010000 00020004");
+    /* 6.2.1: the Hello's MSeq and MSeqAck are not checked on receipt. */
+    {
+        uw_sdp_conn *c0;
+        uw_sdp_conn_cfg k0 = cfg(true, 0, 0);
+        assert_int_equal(uw__sdp_conn_create(&c0, &k0), 0);
+        uint8_t h0[32];
+        tu_unhex("00000004 00000020 00000005 fffffff7 11000008 00010000 00010000 00020004", h0, 32);
+        assert_int_equal(uw__sdp_conn_accept_hello(c0, h0, 32, NULL), 0);
+        uw__sdp_conn_destroy(c0);
+    }
     /* MinV differences are accepted and the minimum is used (3b). */
     uw_sdp_conn *c;
     uw_sdp_conn_cfg k = cfg(true, 0, 0);
@@ -191,10 +201,46 @@ static void helloack_case(const char *hah_hex, int want)
     sp_free_side(&x);
 }
 
+/* Steps 7b-7d: a connector with IRD 4 and ORD 2 gets the HelloAck given;
+ * returns what it settled on. */
+static uw_sdp_params helloack_params(const char *hah_hex)
+{
+    uw_sdp_conn *c;
+    uw_sdp_conn_cfg k = cfg(false, 0, 4);
+    k.ird = 4, k.ord = 2;
+    assert_int_equal(uw__sdp_conn_create(&c, &k), 0);
+    sp_side x;
+    memset(&x, 0, sizeof(x));
+    x.c = c;
+    sp_drain_posts(&x);
+    uint8_t h[32];
+    assert_int_equal(uw__sdp_conn_hello(c, h), 0);
+    uint8_t m[28];
+    tu_unhex(hah_hex, m, 28);
+    assert_int_equal(sp_inject(&x, m, 28), 0);
+    uw_sdp_params pa;
+    assert_int_equal(uw__sdp_conn_params(c, &pa), 0);
+    sp_free_side(&x);
+    return pa;
+}
+
 static void test_helloack_checks(void **st)
 {
     (void)st;
     helloack_case("0100000a 0000001c 00000000 00000000 11000008 00010000 00010001", 0);
+    /* 6.2.2: its MSeq and MSeqAck are not checked on receipt. */
+    helloack_case("0100000a 0000001c 00000009 80000003 11000008 00010000 00010001", 0);
+    /* 7b: MinV is the smaller of ours (1) and the HAH's. */
+    assert_int_equal(helloack_params("0100000a 0000001c 00000000 00000000 10000008 00010000 00040004").minv, 0);
+    assert_int_equal(helloack_params("0100000a 0000001c 00000000 00000000 11000008 00010000 00040004").minv, 1);
+    /* 7c: IRD down to the HAH's LocORD (3 < 4); 7d: ORD down to its LocIRD
+     * (1 < 2). Neither ever goes up (LocORD 8, LocIRD 8). */
+    uw_sdp_params pa = helloack_params("0100000a 0000001c 00000000 00000000 11000008 00010000 00030001");
+    assert_int_equal(pa.ird, 3);
+    assert_int_equal(pa.ord, 1);
+    pa = helloack_params("0100000a 0000001c 00000000 00000000 11000008 00010000 00080008");
+    assert_int_equal(pa.ird, 4);
+    assert_int_equal(pa.ord, 2);
     helloack_case("0100000a 0000001c 00000000 00000000 21000008 00010000 00010001", UW_EPROTO);
     helloack_case("0100000a 0000001c 00000000 00000000 11000000 00010000 00010001", UW_EPROTO);
     helloack_case("0100000a 0000001c 00000000 00000000 11000008 00010000 00000001", UW_EPROTO);
@@ -425,6 +471,30 @@ static void test_abortive_close(void **st)
     assert_int_equal(p.s[1].llp, UW_SDP_LLP_ABORT);
     sp_free(&p);
 
+    /* 8.2.2: unsent data is discarded, not sent ahead of the teardown:
+     * corked, then held by credit. */
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(sp_setup(&p, NULL, NULL), 0);
+        sp_side *x = &p.s[0];
+        static uint8_t big[1 << 20];
+        if (k == 0) {
+            uw__sdp_conn_setopt(x->c, UW_SDP_OPT_CORK, 1);
+            assert_int_equal(sp_send(x, "queued", 6, 0), 6);
+        } else {
+            assert_true(sp_send(x, big, sizeof(big), 0) > 0);
+        }
+        assert_true(uw__sdp_conn_outq(x->c) > 0);
+        unsigned on_wire = x->out_n;
+        uw__sdp_conn_abort(x->c);
+        sp_drain_tx(x);
+        uw__sdp_conn_llp_closed(x->c, 0);
+        sp_drain_tx(x);
+        assert_int_equal(x->out_n, on_wire);
+        assert_int_equal(uw__sdp_conn_outq(x->c), 0);
+        assert_int_equal(x->llp, UW_SDP_LLP_ABORT);
+        sp_free(&p);
+    }
+
     /* The LLP closes without a DisConn: abortive for the reader. */
     assert_int_equal(sp_setup(&p, NULL, NULL), 0);
     uw__sdp_conn_llp_closed(p.s[1].c, 0);
@@ -569,6 +639,63 @@ static void test_srcavail_forced_bcopy(void **st)
     m[16] = UW_SDP_COMB_MODE << 4;
     assert_int_equal(sp_inject(x, m, n), UW_EPROTO);
     sp_free(&p);
+    /* 9.5.4: a SrcAvailCancel after the SrcAvail was answered changes
+     * nothing: no second SendSm, and its Bcopy data still counts. */
+    assert_int_equal(sp_setup(&p, NULL, NULL), 0);
+    x = &p.s[0];
+    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAIL, 0, 16, 1, 0, 6, "ab", 2)), 0);
+    uint64_t sendsm = 0;
+    uw__sdp_conn_stats(x->c, &s);
+    sendsm = s.sendsm_sent;
+    assert_int_equal(sendsm, 1);
+    sm = &x->out[(x->out_head + x->out_n - 1) % SP_MAXQ];
+    sm_mseq = (uint32_t)sm->data[8] << 24 | sm->data[9] << 16 | sm->data[10] << 8 | sm->data[11];
+    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAILCANCEL, 0, 16, 2, sm_mseq, 0, NULL, 0)), 0);
+    uw__sdp_conn_stats(x->c, &s);
+    assert_int_equal(s.sendsm_sent, 1);
+    assert_int_equal(sp_inject(x, m, sp_build(m, DATA, 0, 16, 3, sm_mseq, 0, "cdef", 4)), 0);
+    assert_int_equal(sp_recv(x, b, sizeof(b), 0), 6);
+    assert_memory_equal(b, "abcdef", 6);
+    sp_free(&p);
+
+    /* A SrcAvailCancel before the SendSm could go (the peer's Bufs leave
+     * one credit, 10.5): the SrcAvail is discarded and exactly one SendSm
+     * follows once credit allows; its remaining data is then plain Bcopy. */
+    assert_int_equal(sp_setup(&p, NULL, NULL), 0);
+    x = &p.s[0];
+    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAIL, 0, 1, 1, 0, 6, "ab", 2)), 0);
+    uw__sdp_conn_stats(x->c, &s);
+    assert_int_equal(s.sendsm_sent, 0);
+    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAILCANCEL, 0, 1, 2, 0, 0, NULL, 0)), 0);
+    uw__sdp_conn_stats(x->c, &s);
+    assert_int_equal(s.sendsm_sent, 0);
+    /* A credit update from the peer (Data, no payload). */
+    assert_int_equal(sp_inject(x, m, sp_build(m, DATA, 0, 16, 3, 0, 0, NULL, 0)), 0);
+    uw__sdp_conn_stats(x->c, &s);
+    assert_int_equal(s.sendsm_sent, 1);
+    assert_int_equal(x->last_mid, UW_SDP_SENDSM);
+    sm = &x->out[(x->out_head + x->out_n - 1) % SP_MAXQ];
+    sm_mseq = (uint32_t)sm->data[8] << 24 | sm->data[9] << 16 | sm->data[10] << 8 | sm->data[11];
+    sp_drain_tx(x);
+    assert_int_equal(x->last_mid, UW_SDP_SENDSM);
+    assert_int_equal(sp_inject(x, m, sp_build(m, DATA, 0, 16, 4, sm_mseq, 0, "zz", 2)), 0);
+    uw__sdp_conn_stats(x->c, &s);
+    assert_int_equal(s.sendsm_sent, 1);
+    assert_int_equal(sp_recv(x, b, sizeof(b), 0), 4);
+    assert_memory_equal(b, "abzz", 4);
+    sp_free(&p);
+
+    /* 9.5.5: a SinkAvailCancel with every SinkAvail Processed (there were
+     * none) is ignored: no SinkCancelAck, no error. */
+    assert_int_equal(sp_setup(&p, NULL, NULL), 0);
+    x = &p.s[0];
+    unsigned before = x->out_n;
+    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SINKAVAILCANCEL, 0, 16, 1, 0, 0, NULL, 0)), 0);
+    sp_drain_tx(x);
+    assert_int_equal(x->out_n, before);
+    assert_int_equal(uw__sdp_conn_state(x->c), UW_SDP_S_OPEN);
+    sp_free(&p);
+
     /* SinkAvail while our send half is Combined (Figure 25). */
     assert_int_equal(sp_setup(&p, NULL, NULL), 0);
     x = &p.s[0];
@@ -641,6 +768,29 @@ static void test_chrcvbuf(void **st)
     assert_int_equal(p.s[0].rc, 0);
     assert_int_equal(p.s[1].rc, 0);
     sp_free(&p);
+
+    /* 10.6: a growth answered with the original size (the peer's limit)
+     * ends growth requests; a shrink refused likewise ends shrinks. */
+    {
+        uw_sdp_conn_cfg lim = cfg(true, 4096, 6);
+        lim.rcv_size_max = 4096;
+        lim.rcv_size_min = 4096;
+        assert_int_equal(sp_setup(&p, NULL, &lim), 0);
+        assert_int_equal(uw__sdp_conn_chrcvbuf(p.s[0].c, 16384), 0);
+        sp_settle(&p);
+        uw_sdp_params pr;
+        uw__sdp_conn_params(p.s[0].c, &pr);
+        assert_int_equal(pr.remote_rcv_size, 4096);
+        assert_int_equal(uw__sdp_conn_chrcvbuf(p.s[0].c, 32768), UW_EPERM);
+        assert_int_equal(uw__sdp_conn_chrcvbuf(p.s[0].c, 2048), 0);
+        sp_settle(&p);
+        uw__sdp_conn_params(p.s[0].c, &pr);
+        assert_int_equal(pr.remote_rcv_size, 4096);
+        assert_int_equal(uw__sdp_conn_chrcvbuf(p.s[0].c, 1024), UW_EPERM);
+        assert_int_equal(p.s[0].rc, 0);
+        assert_int_equal(p.s[1].rc, 0);
+        sp_free(&p);
+    }
 
     /* 10.6: a decrease may not go below the size requested, and an Ack
      * without a request is a violation. */
@@ -715,6 +865,109 @@ static void test_config_rejected(void **st)
     k = cfg(false, 0, 0);
     k.ird = 0;
     assert_int_equal(uw__sdp_conn_create(&c, &k), UW_EINVAL);
+    /* 6.2.1.7, 6.2.2.6: LocORD above 0. */
+    k = cfg(false, 0, 0);
+    k.ord = 0;
+    assert_int_equal(uw__sdp_conn_create(&c, &k), UW_EINVAL);
+    k = cfg(true, 0, 0);
+    k.ord = 0;
+    assert_int_equal(uw__sdp_conn_create(&c, &k), UW_EINVAL);
+}
+
+/* notes section 2: MPA's IRD/ORD bound the Hello's and HelloAck's; a grant
+ * of 0 (no RDMA Read) leaves them at 1, as 6.2.1.6 requires. */
+static void test_mpa_limits(void **st)
+{
+    (void)st;
+    uw_sdp_conn *c;
+    uw_sdp_conn_cfg k = cfg(true, 0, 0);
+    k.ird = 4, k.ord = 4;
+    assert_int_equal(uw__sdp_conn_create(&c, &k), 0);
+    uw__sdp_conn_mpa_limits(c, 2, 3);
+    uw__sdp_conn_mpa_limits(c, 0, 0);
+    uw__sdp_conn_mpa_limits(c, 8, 8); /* never up */
+    uint8_t h[32];
+    tu_unhex("00000004 00000020 00000000 00000000 11000008 00010000 00010000 00040004", h, 32);
+    assert_int_equal(uw__sdp_conn_accept_hello(c, h, 32, NULL), 0);
+    uw_sdp_post po;
+    while (uw__sdp_conn_next_post(c, &po) == 1)
+        ;
+    uw_sdp_tx t;
+    assert_int_equal(uw__sdp_conn_next_tx(c, &t), 1);
+    uw_sdp_msg m;
+    assert_int_equal(uw__sdp_decode(t.addr, t.len, &m), 0);
+    assert_int_equal(m.bsdh.mid, UW_SDP_HELLOACK);
+    assert_int_equal(m.u.helloack.loc_ird, 2);
+    assert_int_equal(m.u.helloack.loc_ord, 3);
+    uw__sdp_conn_destroy(c);
+}
+
+/* 6.1.5: MSeq and MSeqAck wrap to 0 after 0xFFFFFFFF; credits, ordering
+ * and acknowledgements hold across it. Small buffers make the stream cross
+ * the wrap in both directions. */
+static void test_mseq_wrap(void **st)
+{
+    (void)st;
+    sp_pair p;
+    uw_sdp_conn_cfg cc = cfg(false, 1024, 6), ac = cfg(true, 1024, 5);
+    assert_int_equal(sp_setup(&p, &cc, &ac), 0);
+    const uint32_t d0 = 0xFFFFFF00u, d1 = 0xFFFFFE00u;
+    assert_int_equal(uw__sdp_conn_test_shift_seq(p.s[0].c, d0, d1), 0);
+    assert_int_equal(uw__sdp_conn_test_shift_seq(p.s[1].c, d1, d0), 0);
+    assert_int_equal(uw__sdp_conn_test_shift_seq(p.s[1].c, 5, 0), UW_EINVAL);
+    enum { N = 700000 };
+    uint8_t *src[2], *dst[2];
+    size_t sent[2] = {0, 0}, got[2] = {0, 0};
+    tu_rng r;
+    tu_rng_init(&r, tu_seed(29));
+    for (int i = 0; i < 2; i++) {
+        src[i] = malloc(N);
+        dst[i] = malloc(N);
+        tu_rng_fill(&r, src[i], N);
+    }
+    bool wrapped[2] = {false, false};
+    uint32_t prev[2] = {0, 0};
+    for (int round = 0; round < 100000 && (got[0] < N || got[1] < N); round++) {
+        for (int i = 0; i < 2; i++) {
+            sp_side *x = &p.s[i], *y = &p.s[1 - i];
+            if (sent[i] < N) {
+                size_t k = 1 + tu_rng_below(&r, 5000);
+                if (k > N - sent[i])
+                    k = N - sent[i];
+                long n = sp_send(x, src[i] + sent[i], k, 0);
+                if (n > 0)
+                    sent[i] += (size_t)n;
+                else
+                    assert_int_equal(n, UW_EAGAIN);
+            }
+            for (int j = 0; j < 3; j++)
+                sp_deliver1(x, y);
+            long n = sp_recv(y, dst[i] + got[i], 1 + tu_rng_below(&r, 4000), 0);
+            if (n > 0)
+                got[i] += (size_t)n;
+            else
+                assert_int_equal(n, UW_EAGAIN);
+        }
+        sp_settle(&p);
+        for (int i = 0; i < 2; i++) {
+            assert_int_equal(p.s[i].rc, 0);
+            assert_false(p.s[i].overrun);
+            uw_sdp_stats s;
+            uw__sdp_conn_stats(p.s[i].c, &s);
+            uint32_t last = (uint32_t)(s.msgs_sent + (i ? d1 : d0));
+            if (last < prev[i])
+                wrapped[i] = true;
+            prev[i] = last;
+        }
+    }
+    assert_true(wrapped[0] && wrapped[1]);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(got[i], N);
+        assert_memory_equal(src[i], dst[i], N);
+        free(src[i]);
+        free(dst[i]);
+    }
+    sp_free(&p);
 }
 
 int main(void)
@@ -727,7 +980,8 @@ int main(void)
         cmocka_unit_test(test_abortive_close),   cmocka_unit_test(test_oob),
         cmocka_unit_test(test_oob_wire),         cmocka_unit_test(test_srcavail_forced_bcopy),
         cmocka_unit_test(test_chrcvbuf),         cmocka_unit_test(test_nagle_and_cork),
-        cmocka_unit_test(test_config_rejected),
+        cmocka_unit_test(test_config_rejected),  cmocka_unit_test(test_mpa_limits),
+        cmocka_unit_test(test_mseq_wrap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
