@@ -30,7 +30,7 @@ int uw__sdp_conn_create(uw_sdp_conn **out, const uw_sdp_conn_cfg *cfg)
     if (!k.rcv_size_max)
         k.rcv_size_max = k.rcv_size > UW_SDP_MAX_ADVERT_LEN / 4 ? UW_SDP_MAX_ADVERT_LEN : k.rcv_size * 4;
     /* Section 10 rules 2 and 4; 6.2.1.3-6.2.1.7 (MaxAdverts, LocIRD, LocORD >= 1). */
-    if (k.rcv_size < UW_SDP_MIN_BUF || k.rcv_size > UW_SDP_MAX_ADVERT_LEN || k.rcv_bufs < UW_SDP_MIN_BUFS ||
+    if (k.rcv_size < UW_SDP_MIN_BUF || k.rcv_size > UW_SDP_MAX_ADVERT_LEN || k.rcv_bufs < UW_SDP_SPEC_MIN_BUFS ||
         k.rcv_bufs > RX_CAP || k.tx_size < UW_SDP_MIN_BUF || k.tx_slots < 2 || k.tx_slots > TX_CAP ||
         !k.max_adverts || !k.ird || !k.ord || k.rcv_size_min < UW_SDP_MIN_BUF ||
         k.rcv_size_min > k.rcv_size || k.rcv_size_max < k.rcv_size)

@@ -39,18 +39,20 @@
 
 typedef struct uw_sdp_conn uw_sdp_conn;
 
-/* Section 10 rule 2 asks for at least 3 receive Private Buffers; we post at
- * least 4. With 3, a peer left at two credits by one message (payload needs
- * three, 10.5) waits for an update that 10.5 only requires at one credit,
- * and crossing credit updates can keep both sides at two (found by
- * test_sdp_conn_random with UW_SDP_RANDOM_MIN_BUFS=3). A peer that posts 3
- * is still served; see docs/sdp.md. */
+/* Section 10 rule 2 asks for at least 3 receive Private Buffers, and a
+ * core may be configured with 3; SO_RCVBUF and the driver never go below 4.
+ * With 3, a peer left at two credits by one message (payload needs three,
+ * 10.5) waits for an update that 10.5 only requires at one credit, and only
+ * a poke (uw__sdp_conn_poke) gets it moving again; with 4 our own "owed"
+ * updates keep it moving without one (test_sdp_conn_random, with
+ * UW_SDP_RANDOM_MIN_BUFS=3 for the former). See docs/sdp.md. */
+#define UW_SDP_SPEC_MIN_BUFS 3
 #define UW_SDP_MIN_BUFS 4
 
 typedef struct uw_sdp_conn_cfg {
     bool accepting;         /* Accepting Peer (MPA Responder) or Connecting Peer */
     uint32_t rcv_size;      /* receive Private Buffer size, whole message; >= UW_SDP_MIN_BUF */
-    uint16_t rcv_bufs;      /* receive Private Buffers kept posted; >= UW_SDP_MIN_BUFS */
+    uint16_t rcv_bufs;      /* receive Private Buffers kept posted; >= UW_SDP_SPEC_MIN_BUFS */
     uint32_t rcv_size_min;  /* bounds for sizes a peer's ChRcvBuf may ask for (0: */
     uint32_t rcv_size_max;  /*   UW_SDP_MIN_BUF and 4 x rcv_size) */
     uint32_t tx_size;       /* largest message we build (send buffer size, DesRemRcvSz) */
@@ -220,6 +222,17 @@ int uw__sdp_conn_atmark(const uw_sdp_conn *c);
 size_t uw__sdp_conn_outq(const uw_sdp_conn *c);
 bool uw__sdp_conn_tx_idle(const uw_sdp_conn *c);
 
+/* A peer that posts the minimum of 3 buffers and updates our credit only
+ * at one credit or less (all 10.5 requires) leaves us at two credits with
+ * data queued: payload needs three, and it owes us nothing. stalled() says
+ * we are in that state; poke() then queues one credit update (payload-free,
+ * allowed at two), which drops us to one credit and so obliges the peer to
+ * answer with its current Bufs. Only the driver knows time: it pokes after
+ * a backoff, since a peer whose application has not read yet answers with
+ * two again. poke() is UW_EAGAIN when not stalled. */
+bool uw__sdp_conn_stalled(const uw_sdp_conn *c);
+int uw__sdp_conn_poke(uw_sdp_conn *c);
+
 enum uw_sdp_opt {
     UW_SDP_OPT_NODELAY = 1, /* bool: send partial messages at once */
     UW_SDP_OPT_CORK,        /* bool: hold partial messages until uncorked */
@@ -242,6 +255,7 @@ typedef struct uw_sdp_stats {
     uint64_t data_msgs_sent, data_msgs_received; /* Data messages with payload */
     uint64_t msgs_sent, msgs_received;         /* every SDP message after the Hello */
     uint64_t credit_updates_sent;              /* Data messages without payload */
+    uint64_t pokes_sent;                       /* of which uw__sdp_conn_poke()'s */
     uint64_t sendsm_sent, srcavail_received, sinkavail_received;
     uint64_t oob_sent, oob_received;
     uint64_t chrcvbuf_sent, chrcvbuf_received, chrcvbufack_sent, chrcvbufack_received;

@@ -104,6 +104,7 @@ struct uw_sdp_conn {
     uint32_t pnd;             /* PotentialNonDiscards (9.5.1) */
     uint32_t owed;            /* buffers freed since our last message by messages other
                                  than credit updates: the peer may wait on them */
+    bool poke_due;            /* a credit update asked by uw__sdp_conn_poke() */
 
     /* ChRcvBuf (10.6), both roles. */
     bool chr_pending;         /* ours, queued */

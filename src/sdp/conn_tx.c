@@ -280,6 +280,7 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
         c->tf_n--;
         c->data_inflight++;
         c->sent_msgs_data++;
+        c->poke_due = false; /* the peer will answer this one anyway */
         c->pnd++; /* 9.5.1 step 3 */
         if (c->sinkavail_ignored)
             c->sinkavail_ignored--;
@@ -301,10 +302,37 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
         c->disconn_sent = true; /* 8.2.1 step 2, after all data (step 1) */
         return send_ctl(c, UW_SDP_DISCONN, 0, false, out);
     }
-    if (ctl_free && credit_update_due(c)) {
+    /* A poke overtaken by another payload-free message: at one credit the
+     * peer must update us anyway, and an update that gives nothing may not
+     * take the last credit (10.5). */
+    if (credit < 2)
+        c->poke_due = false;
+    if (ctl_free && (credit_update_due(c) || c->poke_due)) {
+        if (c->poke_due)
+            c->st.pokes_sent++;
+        c->poke_due = false;
         c->st.credit_updates_sent++;
         return send_ctl(c, UW_SDP_DATA, 0, false, out);
     }
+    return 0;
+}
+
+bool uw__sdp_conn_stalled(const uw_sdp_conn *c)
+{
+    if (c->state != UW_SDP_S_OPEN || c->llp_gone || c->poke_due || !c->tf_n ||
+        uw__sdp_send_credit(c) != 2)
+        return false;
+    /* As data_ready() would judge it with credit: Nagle and cork are not a
+     * stall. */
+    const txslot *t = &c->tx[c->tx_fifo[c->tf_head]];
+    return t->state == TX_READY || !(c->cork || c->more || (!c->nodelay && c->data_inflight));
+}
+
+int uw__sdp_conn_poke(uw_sdp_conn *c)
+{
+    if (!uw__sdp_conn_stalled(c))
+        return UW_EAGAIN;
+    c->poke_due = true;
     return 0;
 }
 

@@ -848,6 +848,59 @@ static void test_nagle_and_cork(void **st)
     }
 }
 
+/* A peer with the minimum of 3 buffers that updates our credit only at one
+ * credit or less (all 10.5 asks) leaves us at two with data queued; a poke
+ * (a credit update, legal at two) brings us to one and so obliges its
+ * answer. The peer is played by hand. */
+static void test_poke_minimal_peer(void **st)
+{
+    (void)st;
+    uw_sdp_conn *c;
+    uw_sdp_conn_cfg k = cfg(false, 0, 4);
+    assert_int_equal(uw__sdp_conn_create(&c, &k), 0);
+    sp_side x;
+    memset(&x, 0, sizeof(x));
+    x.c = c;
+    sp_drain_posts(&x);
+    uint8_t h[32], m[64];
+    assert_int_equal(uw__sdp_conn_hello(c, h), 0);
+    /* HelloAck: Bufs 3. */
+    tu_unhex("01000003 0000001c 00000000 00000000 11000008 00010000 00010001", m, 28);
+    assert_int_equal(sp_inject(&x, m, 28), 0);
+    uw__sdp_conn_setopt(c, UW_SDP_OPT_NODELAY, 1);
+    assert_false(uw__sdp_conn_stalled(c));
+    assert_int_equal(uw__sdp_conn_poke(c), UW_EAGAIN); /* credit 3, nothing queued */
+    assert_int_equal(sp_send(&x, "abc", 3, 0), 3);
+    assert_int_equal(x.out_n, 1);
+    sp_release_completions(&x);
+    assert_false(uw__sdp_conn_stalled(c)); /* credit 2, nothing queued */
+    assert_int_equal(sp_send(&x, "def", 3, 0), 3);
+    assert_int_equal(x.out_n, 1); /* held: payload needs three */
+    assert_true(uw__sdp_conn_stalled(c));
+    /* The peer's application read "abc" and its buffer is posted again,
+     * but it says nothing: we are at two, not one. The poke: */
+    assert_int_equal(uw__sdp_conn_poke(c), 0);
+    assert_false(uw__sdp_conn_stalled(c));
+    sp_drain_tx(&x);
+    assert_int_equal(x.out_n, 2);
+    sp_msg *pk = &x.out[(x.out_head + 1) % SP_MAXQ];
+    assert_int_equal(pk->len, UW_SDP_BSDH_LEN);
+    assert_int_equal(pk->data[0], DATA);
+    sp_release_completions(&x);
+    uw_sdp_stats s;
+    uw__sdp_conn_stats(c, &s);
+    assert_int_equal(s.pokes_sent, 1);
+    assert_int_equal(s.send_credit, 1);
+    assert_false(uw__sdp_conn_stalled(c)); /* at one the peer must answer */
+    /* Its answer: Bufs 3, MSeqAck our poke (MSeq 2). */
+    assert_int_equal(sp_inject(&x, m, sp_build(m, DATA, 0, 3, 1, 2, 0, NULL, 0)), 0);
+    assert_int_equal(x.out_n, 3);
+    sp_msg *d = &x.out[(x.out_head + 2) % SP_MAXQ];
+    assert_int_equal(d->len, UW_SDP_BSDH_LEN + 3);
+    assert_memory_equal(d->data + UW_SDP_BSDH_LEN, "def", 3);
+    sp_free_side(&x);
+}
+
 /* Configurations outside section 10 and 6.2.1 are refused at creation. */
 static void test_config_rejected(void **st)
 {
@@ -981,7 +1034,7 @@ int main(void)
         cmocka_unit_test(test_oob_wire),         cmocka_unit_test(test_srcavail_forced_bcopy),
         cmocka_unit_test(test_chrcvbuf),         cmocka_unit_test(test_nagle_and_cork),
         cmocka_unit_test(test_config_rejected),  cmocka_unit_test(test_mpa_limits),
-        cmocka_unit_test(test_mseq_wrap),
+        cmocka_unit_test(test_mseq_wrap),        cmocka_unit_test(test_poke_minimal_peer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -228,7 +228,7 @@ static struct {
     uint32_t hello_rcv_sz;
     uint32_t tx_size[2];
     unsigned long reads, peeks, oobreads, oobgot, atmarks, dropped_marks, eagain_sends;
-    unsigned long chr_ok, rcvbuf_ops;
+    unsigned long chr_ok, rcvbuf_ops, pokes;
     unsigned pure_run;
 } X;
 
@@ -749,6 +749,15 @@ static void one_run(uint64_t seed, unsigned run, unsigned steps)
                 sp_drain_tx(x);
             }
         }
+        /* The driver's poke timer (uw__sdp_conn_stalled): needed against
+         * a 3-buffer peer; sides drawn independently, so that pokes do not
+         * keep crossing. */
+        for (int s = 0; s < 2; s++)
+            if (chance(8) && uw__sdp_conn_stalled(X.p.s[s].c)) {
+                CHECK(uw__sdp_conn_poke(X.p.s[s].c) == 0, "side %d poke", s);
+                sp_drain_tx(&X.p.s[s]);
+                X.pokes++;
+            }
         if (chance(25)) {
             sp_settle(&X.p);
         } else {
@@ -778,6 +787,12 @@ static void one_run(uint64_t seed, unsigned run, unsigned steps)
         }
         sp_settle(&X.p);
         check_all(true);
+        for (int s = 0; s < 2; s++)
+            if (chance(2) && uw__sdp_conn_stalled(X.p.s[s].c)) {
+                CHECK(uw__sdp_conn_poke(X.p.s[s].c) == 0, "side %d poke", s);
+                sp_drain_tx(&X.p.s[s]);
+                X.pokes++;
+            }
         for (int x = 0; x < 2; x++) {
             if (chance(4))
                 app_recv_oob(x, 0);
@@ -876,9 +891,9 @@ static void test_random(void **st)
     fprintf(stderr,
             "# %u runs, %lu steps: %llu octets, %llu messages (%llu at credit 1, %llu at 2), "
             "%llu urgent (%llu on partial sends); %lu reads, %lu peeks, %lu OOB reads (%lu got "
-            "the octet), %lu at mark; %lu ChRcvBuf, %lu SO_RCVBUF, %lu EAGAIN sends\n",
+            "the octet), %lu at mark; %lu ChRcvBuf, %lu SO_RCVBUF, %lu EAGAIN sends, %lu pokes\n",
             runs, steps_total, octets, msgs, c1, c2, oob, poob, X.reads, X.peeks, X.oobreads,
-            X.oobgot, X.atmarks, X.chr_ok, X.rcvbuf_ops, X.eagain_sends);
+            X.oobgot, X.atmarks, X.chr_ok, X.rcvbuf_ops, X.eagain_sends, X.pokes);
 }
 
 int main(void)
