@@ -233,6 +233,13 @@ bool uw__sdp_conn_tx_idle(const uw_sdp_conn *c);
 bool uw__sdp_conn_stalled(const uw_sdp_conn *c);
 int uw__sdp_conn_poke(uw_sdp_conn *c);
 
+/* TCP_CORK and MSG_MORE hold a partial message back; Linux sends it anyway
+ * once it has waited 200 ms (tcp(7)). held() says a partial message waits
+ * for nothing but cork or MSG_MORE; release_held() lets it go (when credit
+ * allows). The driver times the 200 ms. */
+bool uw__sdp_conn_held(const uw_sdp_conn *c);
+void uw__sdp_conn_release_held(uw_sdp_conn *c);
+
 enum uw_sdp_opt {
     UW_SDP_OPT_NODELAY = 1, /* bool: send partial messages at once */
     UW_SDP_OPT_CORK,        /* bool: hold partial messages until uncorked */

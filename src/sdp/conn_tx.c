@@ -328,6 +328,22 @@ bool uw__sdp_conn_stalled(const uw_sdp_conn *c)
     return t->state == TX_READY || !(c->cork || c->more || (!c->nodelay && c->data_inflight));
 }
 
+bool uw__sdp_conn_held(const uw_sdp_conn *c)
+{
+    if (!c->tf_n || !(c->cork || c->more))
+        return false;
+    /* The head is the only FILLING slot there can be (it is also the tail). */
+    return c->tx[c->tx_fifo[c->tf_head]].state == TX_FILLING;
+}
+
+void uw__sdp_conn_release_held(uw_sdp_conn *c)
+{
+    if (!uw__sdp_conn_held(c))
+        return;
+    uw__sdp_seal(c);
+    c->more = false; /* MSG_MORE's promise has expired */
+}
+
 int uw__sdp_conn_poke(uw_sdp_conn *c)
 {
     if (!uw__sdp_conn_stalled(c))

@@ -846,6 +846,34 @@ static void test_nagle_and_cork(void **st)
         assert_int_equal(sp_recv(&p.s[1], b, sizeof(b), 0), 1000);
         sp_free(&p);
     }
+    /* TCP's 200 ms ceiling on cork and MSG_MORE (the driver's timer):
+     * held() names the wait, release_held() ends it; cork stays set. */
+    for (int mode = 0; mode < 2; mode++) {
+        sp_pair p;
+        assert_int_equal(sp_setup(&p, NULL, NULL), 0);
+        sp_side *x = &p.s[0];
+        if (mode == 0)
+            uw__sdp_conn_setopt(x->c, UW_SDP_OPT_CORK, 1);
+        assert_false(uw__sdp_conn_held(x->c));
+        assert_int_equal(sp_send(x, "abc", 3, mode == 1 ? UW_SDP_MSG_MORE : 0), 3);
+        assert_int_equal(x->out_n, 0);
+        assert_true(uw__sdp_conn_held(x->c));
+        uw__sdp_conn_release_held(x->c);
+        assert_false(uw__sdp_conn_held(x->c));
+        sp_drain_tx(x);
+        assert_int_equal(x->out_n, 1);
+        sp_settle(&p);
+        assert_int_equal(sp_send(x, "de", 2, mode == 1 ? UW_SDP_MSG_MORE : 0), 2);
+        assert_int_equal(x->out_n, 0);
+        assert_true(uw__sdp_conn_held(x->c)); /* still corked, or MSG_MORE again */
+        uw__sdp_conn_release_held(x->c);
+        sp_drain_tx(x);
+        sp_settle(&p);
+        uint8_t b[8];
+        assert_int_equal(sp_recv(&p.s[1], b, sizeof(b), 0), 5);
+        assert_memory_equal(b, "abcde", 5);
+        sp_free(&p);
+    }
 }
 
 /* A peer with the minimum of 3 buffers that updates our credit only at one
