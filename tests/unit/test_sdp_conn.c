@@ -175,51 +175,45 @@ static void test_hello_rejected(void **st)
     uw__sdp_conn_destroy(c);
 }
 
+/* A Connecting Peer (4 buffers, IRD 4, ORD 2) that sent its Hello and was
+ * given the HelloAck in hex; sp_inject must say want. */
+static void connector_after(sp_side *x, const char *hah_hex, int want)
+{
+    uw_sdp_conn_cfg k = cfg(false, 0, 4);
+    k.ird = 4, k.ord = 2;
+    memset(x, 0, sizeof(*x));
+    assert_int_equal(uw__sdp_conn_create(&x->c, &k), 0);
+    sp_drain_posts(x);
+    uint8_t h[32];
+    assert_int_equal(uw__sdp_conn_hello(x->c, h), 0);
+    uint8_t m[28];
+    tu_unhex(hah_hex, m, 28);
+    assert_int_equal(sp_inject(x, m, 28), want);
+}
+
 /* The Connecting Peer gets a HelloAck that breaks 7a. */
 static void helloack_case(const char *hah_hex, int want)
 {
-    uw_sdp_conn *c;
-    uw_sdp_conn_cfg k = cfg(false, 0, 4);
-    assert_int_equal(uw__sdp_conn_create(&c, &k), 0);
     sp_side x;
-    memset(&x, 0, sizeof(x));
-    x.c = c;
-    sp_drain_posts(&x);
-    uint8_t h[32];
-    assert_int_equal(uw__sdp_conn_hello(c, h), 0);
-    uint8_t m[28];
-    tu_unhex(hah_hex, m, 28);
-    assert_int_equal(sp_inject(&x, m, 28), want);
+    connector_after(&x, hah_hex, want);
     if (want < 0) {
-        assert_int_equal(uw__sdp_conn_state(c), UW_SDP_S_ERROR);
+        assert_int_equal(uw__sdp_conn_state(x.c), UW_SDP_S_ERROR);
         /* No DisConn was sent: the LLP goes at once (8.2.2). */
-        assert_int_equal(uw__sdp_conn_llp_action(c), UW_SDP_LLP_ABORT);
-        assert_non_null(uw__sdp_conn_why(c));
+        assert_int_equal(uw__sdp_conn_llp_action(x.c), UW_SDP_LLP_ABORT);
+        assert_non_null(uw__sdp_conn_why(x.c));
     } else {
-        assert_int_equal(uw__sdp_conn_state(c), UW_SDP_S_OPEN);
+        assert_int_equal(uw__sdp_conn_state(x.c), UW_SDP_S_OPEN);
     }
     sp_free_side(&x);
 }
 
-/* Steps 7b-7d: a connector with IRD 4 and ORD 2 gets the HelloAck given;
- * returns what it settled on. */
+/* Steps 7b-7d: what the connector settled on after the HelloAck given. */
 static uw_sdp_params helloack_params(const char *hah_hex)
 {
-    uw_sdp_conn *c;
-    uw_sdp_conn_cfg k = cfg(false, 0, 4);
-    k.ird = 4, k.ord = 2;
-    assert_int_equal(uw__sdp_conn_create(&c, &k), 0);
     sp_side x;
-    memset(&x, 0, sizeof(x));
-    x.c = c;
-    sp_drain_posts(&x);
-    uint8_t h[32];
-    assert_int_equal(uw__sdp_conn_hello(c, h), 0);
-    uint8_t m[28];
-    tu_unhex(hah_hex, m, 28);
-    assert_int_equal(sp_inject(&x, m, 28), 0);
+    connector_after(&x, hah_hex, 0);
     uw_sdp_params pa;
-    assert_int_equal(uw__sdp_conn_params(c, &pa), 0);
+    assert_int_equal(uw__sdp_conn_params(x.c, &pa), 0);
     sp_free_side(&x);
     return pa;
 }
@@ -883,18 +877,11 @@ static void test_nagle_and_cork(void **st)
 static void test_poke_minimal_peer(void **st)
 {
     (void)st;
-    uw_sdp_conn *c;
-    uw_sdp_conn_cfg k = cfg(false, 0, 4);
-    assert_int_equal(uw__sdp_conn_create(&c, &k), 0);
     sp_side x;
-    memset(&x, 0, sizeof(x));
-    x.c = c;
-    sp_drain_posts(&x);
-    uint8_t h[32], m[64];
-    assert_int_equal(uw__sdp_conn_hello(c, h), 0);
     /* HelloAck: Bufs 3. */
-    tu_unhex("01000003 0000001c 00000000 00000000 11000008 00010000 00010001", m, 28);
-    assert_int_equal(sp_inject(&x, m, 28), 0);
+    connector_after(&x, "01000003 0000001c 00000000 00000000 11000008 00010000 00010001", 0);
+    uw_sdp_conn *c = x.c;
+    uint8_t m[64];
     uw__sdp_conn_setopt(c, UW_SDP_OPT_NODELAY, 1);
     assert_false(uw__sdp_conn_stalled(c));
     assert_int_equal(uw__sdp_conn_poke(c), UW_EAGAIN); /* credit 3, nothing queued */
