@@ -31,7 +31,7 @@ head -c $((8 * 1024 * 1024)) /dev/urandom >"$TMP/big.bin"
     { sleep 2; cat >"$TMP/slow.r.out"; } &
 SLOWPID=$!
 BG_PIDS+=("$SLOWPID")
-RPORT=$(wait_for_port "$TMP/slow.r.err")
+RPORT=$(wait_port "$TMP/slow.r.err")
 initiator slow.i "$TMP/big.bin" "$RPORT" --msg-size 512 --timeout 20
 wait_rc "$SLOWPID" 30
 expect_eq "slow reader: initiator rc ($(tail -n1 "$TMP/slow.i.err"))" 0 "$IRC"

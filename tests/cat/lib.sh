@@ -29,58 +29,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# fail, expect_eq, expect_contains
+# fail, expect_eq, expect_contains, expect_true
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/expect.sh"
-
-# expect_true NAME COMMAND...
-expect_true() {
-    local name=$1
-    shift
-    CHECKS=$((CHECKS + 1))
-    if ! "$@"; then
-        fail "$name"
-        printf '  command failed: %s\n' "$*" >&2
-    fi
-}
-
-# wait_for_port FILE: waits until FILE (a stderr log) says "listening on
-# ADDR:PORT" and prints PORT; empty output after 10 s.
-wait_for_port() {
-    local f=$1 i
-    for ((i = 0; i < 200; i++)); do
-        if grep -q 'listening on' "$f" 2>/dev/null; then
-            sed -n 's/.*listening on .*:\([0-9][0-9]*\)$/\1/p' "$f" | head -n1
-            return 0
-        fi
-        sleep 0.05
-    done
-    return 1
-}
-
-# wait_rc PID SECS: waits for a background job of this shell (not in a
-# subshell: only the parent can reap it); sets WRC to its exit status, or to
-# 124 after killing it when it outlives SECS.
-wait_rc() {
-    local pid=$1 secs=$2 i
-    for ((i = 0; i < secs * 20; i++)); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            wait "$pid"
-            WRC=$?
-            return
-        fi
-        sleep 0.05
-    done
-    kill -9 "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    WRC=124
-}
-
-# f NAME: the file-name stem for a case name (spaces and slashes allowed in
-# names).
-f() {
-    local n=${1//[^A-Za-z0-9._-]/_}
-    echo "$TMP/$n"
-}
+# f, wait_port, wait_rc
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/proc.sh"
 
 # responder NAME STDIN OPTS...: starts "uwarp-cat -l 127.0.0.1:0 OPTS" in the
 # background with stdin from STDIN; stdout/stderr go to $TMP/NAME.out/.err.
@@ -93,7 +45,7 @@ responder() {
     "$CAT" -l 127.0.0.1:0 "$@" <"$in" >"$stem.out" 2>"$stem.err" &
     RPID=$!
     BG_PIDS+=("$RPID")
-    RPORT=$(wait_for_port "$stem.err")
+    RPORT=$(wait_port "$stem.err")
     if [ -z "$RPORT" ]; then
         fail "$name: responder did not listen: $(cat "$stem.err")"
     fi

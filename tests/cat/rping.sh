@@ -15,7 +15,7 @@ server() {
     "$RPING" -s -a 127.0.0.1 -p 0 "$@" >"$(f "$name.s").out" 2>"$(f "$name.s").err" &
     SPID=$!
     BG_PIDS+=("$SPID")
-    SPORT=$(wait_for_port "$(f "$name.s").err")
+    SPORT=$(wait_port "$(f "$name.s").err")
     [ -n "$SPORT" ] || fail "$name: server did not listen: $(cat "$(f "$name.s").err")"
 }
 

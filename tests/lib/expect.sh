@@ -27,3 +27,14 @@ expect_contains() {
         ;;
     esac
 }
+
+# expect_true NAME COMMAND...: the command succeeds.
+expect_true() {
+    local name=$1
+    shift
+    CHECKS=$((CHECKS + 1))
+    if ! "$@"; then
+        fail "$name"
+        printf '  command failed: %s\n' "$*" >&2
+    fi
+}

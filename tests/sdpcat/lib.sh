@@ -30,17 +30,8 @@ cleanup() {
 trap cleanup EXIT
 
 source "$(dirname "${BASH_SOURCE[0]}")/../lib/expect.sh"
-
-# expect_true NAME COMMAND...
-expect_true() {
-    local name=$1
-    shift
-    CHECKS=$((CHECKS + 1))
-    if ! "$@"; then
-        fail "$name"
-        printf '  command failed: %s\n' "$*" >&2
-    fi
-}
+# f, wait_port, wait_rc
+source "$(dirname "${BASH_SOURCE[0]}")/../lib/proc.sh"
 
 # expect_in NAME "A B ..." ACTUAL: ACTUAL is one of the listed values.
 expect_in() {
@@ -52,42 +43,6 @@ expect_in() {
         printf '  expected one of: %s\n  actual: %s\n' "$2" "$3" >&2
         ;;
     esac
-}
-
-# f NAME: the file stem for a case name.
-f() {
-    echo "$TMP/${1//[^A-Za-z0-9._-]/_}"
-}
-
-# wait_port FILE: prints the port of the first "listening on ADDR:PORT" line
-# of FILE (a stderr log); fails after 10 s.
-wait_port() {
-    local i
-    for ((i = 0; i < 200; i++)); do
-        if grep -q 'listening on' "$1" 2>/dev/null; then
-            sed -n 's/.*listening on .*:\([0-9][0-9]*\)$/\1/p' "$1" | head -n1
-            return 0
-        fi
-        sleep 0.05
-    done
-    return 1
-}
-
-# wait_rc PID SECS: waits for a background job of this shell; WRC is its
-# status, or 124 after it outlived SECS and was killed.
-wait_rc() {
-    local pid=$1 secs=$2 i
-    for ((i = 0; i < secs * 20; i++)); do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            wait "$pid"
-            WRC=$?
-            return
-        fi
-        sleep 0.05
-    done
-    kill -9 "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    WRC=124
 }
 
 # ms_since START: milliseconds since START (an $EPOCHREALTIME value).
