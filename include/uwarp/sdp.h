@@ -73,14 +73,32 @@ typedef struct uw_sdp_stack_attr {
     const struct sockaddr *pm_server; /* where to ask (NULL: the destination host, UDP 3935,
                                          or $UWARP_PM_SERVER) */
     socklen_t pm_server_len;
-    int pm_timeout_ms;    /* port-mapper query budget (0: 1000) */
-    int setup_timeout_ms; /* MPA + Hello/HelloAck (0: 10000) */
+    int pm_timeout_ms;          /* port-mapper query budget (0: 1000) */
+    int setup_timeout_ms;       /* MPA + Hello/HelloAck (0: 10000) */
+    uint16_t pm_port;           /* with no pm_server (and no $UWARP_PM_SERVER): the UDP port of
+                                   the destination host's port mapper (0: 3935) */
+    void (*thread_start)(void); /* NULL, or called first in every thread the stack
+                                   creates (the preload library marks its threads) */
 } uw_sdp_stack_attr;
 
 /* attr may be NULL. Errors: -ENOMEM, or the errno of a failed system call. */
 int uw_sdp_stack_create(uw_sdp_stack **out, const uw_sdp_stack_attr *attr);
 /* Aborts every socket still open and frees the stack. */
 int uw_sdp_stack_destroy(uw_sdp_stack *st);
+/* Waits up to timeout_ms for the graceful closes still under way (sockets
+ * closed with data or a DisConn still to deliver) to finish, driving the
+ * protocol meanwhile. Returns how many are still under way (0: all done),
+ * or -EINVAL. A program about to exit calls it so that what it wrote
+ * arrives, as the kernel delivers a TCP socket's data after exit. Any
+ * thread; not concurrent with uw_sdp_stack_destroy(). */
+int uw_sdp_stack_flush(uw_sdp_stack *st, int timeout_ms);
+/* fork() support, from pthread_atfork handlers: PREPARE takes the stack's
+ * lock, PARENT releases it; CHILD closes, in the child, every descriptor the
+ * stack holds (connections, listening sockets, mirrors, its own), so the
+ * child keeps none of the parent's connections or ports open. The stack
+ * cannot be used in the child afterwards (its memory is left as it is). */
+enum { UW_SDP_FORK_PREPARE = 0, UW_SDP_FORK_PARENT = 1, UW_SDP_FORK_CHILD = 2 };
+void uw_sdp_stack_atfork(uw_sdp_stack *st, int phase);
 
 /* Flags for uw_sdp_socket() and uw_sdp_accept(). */
 #define UW_SDP_NONBLOCK 0x1
@@ -123,6 +141,13 @@ ssize_t uw_sdp_recv(uw_sdp_sock *s, void *buf, size_t len, int flags);
 ssize_t uw_sdp_sendmsg(uw_sdp_sock *s, const struct msghdr *msg, int flags);
 ssize_t uw_sdp_recvmsg(uw_sdp_sock *s, struct msghdr *msg, int flags);
 int uw_sdp_shutdown(uw_sdp_sock *s, int how);
+/* Hands over the kernel descriptor of a socket whose transport is plain TCP
+ * (a connect that fell back, or a connection accepted on a UW_SDP_PM
+ * listener's service port) and frees s without closing it: the caller owns
+ * the descriptor, which behaves exactly as any TCP socket. Returns it, or
+ * -EINVAL (NULL, or s is an SDP socket). Not concurrent with other calls on
+ * s. */
+int uw_sdp_detach(uw_sdp_sock *s);
 /* Closes and frees s. Graceful by default (queued data and a DisConn go out
  * in the background); SO_LINGER with l_linger 0 aborts; with a timeout,
  * close waits up to it for the data to be sent. Unread received data makes
@@ -133,7 +158,9 @@ int uw_sdp_close(uw_sdp_sock *s);
  * SO_RCVBUF, SO_SNDBUF, SO_LINGER, SO_KEEPALIVE, SO_OOBINLINE, SO_RCVLOWAT,
  * SO_RCVTIMEO, SO_SNDTIMEO, SO_REUSEADDR, SO_REUSEPORT.
  * IPPROTO_TCP: TCP_NODELAY, TCP_CORK, TCP_KEEPIDLE, TCP_KEEPINTVL,
- * TCP_KEEPCNT. SOL_UWARP: the options below. Others: -ENOPROTOOPT. */
+ * TCP_KEEPCNT; getsockopt of other IPPROTO_TCP options (TCP_INFO, TCP_MAXSEG, ...)
+ * reads the LLP's TCP socket (TCP_INFO without one: a record with only
+ * tcpi_state set). SOL_UWARP: the options below. Others: -ENOPROTOOPT. */
 int uw_sdp_setsockopt(uw_sdp_sock *s, int level, int name, const void *val, socklen_t len);
 int uw_sdp_getsockopt(uw_sdp_sock *s, int level, int name, void *val, socklen_t *len);
 int uw_sdp_getsockname(uw_sdp_sock *s, struct sockaddr *addr, socklen_t *len);
@@ -151,6 +178,13 @@ enum {
                                as not to collide with the ChRcvBuf MID of src/sdp/codec.h */
     UW_SDP_INFO = 6,        /* struct uw_sdp_info, get */
     UW_SDP_CRC = 7,         /* int: 0 CRC off, 1 on (default), before connect/listen */
+    UW_SDP_TCP_FD = 8,      /* int, set before connect/listen: a kernel TCP socket of the
+                               socket's domain (configured, maybe bound) that s adopts and
+                               closes: a UW_SDP_PM listen() listens for TCP on it (bound
+                               or not: its address is the service address, bind() must
+                               not have been called on s); a UW_SDP_PM connect() that falls
+                               back to TCP connects it, dup3()ed under uw_sdp_fd(),
+                               instead of a new socket. Closed once SDP was chosen. */
 };
 
 typedef struct uw_sdp_info {
@@ -165,8 +199,11 @@ typedef struct uw_sdp_info {
     uint64_t sent, received, data_msgs_sent, data_msgs_received, credit_updates_sent, sendsm_sent,
         oob_sent, oob_received, chrcvbuf_sent, chrcvbufack_received;
     uint32_t send_credit, peer_credit;
-    int graceful;    /* 1 when closed by DisConns both ways */
-    const char *why; /* the rule a protocol error broke, or NULL */
+    int graceful;                     /* 1 when closed by DisConns both ways */
+    const char *why;                  /* the rule a protocol error broke, or NULL */
+    struct sockaddr_storage llp_peer; /* SDP: the LLP's peer (with the port mapper the
+                                         mapped SDP port); llp_peer_len 0 if none */
+    socklen_t llp_peer_len;
 } uw_sdp_info;
 
 #ifdef __cplusplus

@@ -56,6 +56,7 @@ struct uw_sdp_socket {
     int so_error;         /* pending error while there is no core (connect) */
     int err_stash;        /* an error a call could not return with data */
     uint64_t deadline_ns; /* setup or background-close deadline (0: none) */
+    uint64_t flow_ns;     /* open connection: cork/MSG_MORE ceiling (0: none) */
 
     /* Listener. */
     uw_listener *lst;
@@ -83,10 +84,17 @@ struct uw_sdp_socket {
     uint32_t rcv_size;  /* UW_SDP_RCVBUF_SIZE (0: default) */
     int bufs;           /* UW_SDP_BUFS (0: default) */
     bool crc;
+    /* TCP's error reporting after a reset: the error once, then end of
+     * stream for reads and EPIPE for writes. */
+    bool err_told;   /* a connection error was returned to the application */
+    bool peer_eof;   /* the peer's DisConn arrived while the connection was up */
+    bool shut_wr;    /* the application shut its sending direction */
+    int tcp_backlog; /* listen()'s backlog as given, for the kernel TCP listener */
     bool pm, pm_optional;
     int pm_fd;      /* uwarp-pmd registration (-1) */
     int tcp_lfd;    /* PM listener: the plain TCP listening socket (-1) */
     bool tcp_ready; /* ... has a connection waiting (the progress thread saw it) */
+    int tcp_fd;     /* UW_SDP_TCP_FD: the caller's TCP socket, adopted (-1) */
     const char *transport_why;
 };
 
@@ -101,11 +109,15 @@ struct uw_sdp_stack {
     bool thr_running, stopping;
     unsigned driving;       /* application threads polling the context fd */
     uint64_t last_drive_ns; /* when the last one stopped */
+    bool thr_aside;         /* the progress thread waits without the context fd */
+    bool thr_in_poll;       /* atomic: the progress thread is inside poll() */
+    unsigned thr_polls;     /* atomic: poll() calls it has returned from */
     uw_sdp_stack_attr attr;
     uw_log_fn log;
     uw_sdp_sock *socks;
     uw_sdp_sock *dirty;
     uint64_t next_deadline_ns;  /* earliest socket deadline (0: none) */
+    uint64_t thr_wake_ns;       /* when the sleeping progress thread looks again */
     bool deadline_scan;         /* recompute next_deadline_ns */
     struct uw__pm_resolver *pm; /* created on first use */
     char pmd_control[108];
@@ -137,6 +149,13 @@ int uw__sdp_conn_setup(uw_sdp_sock *s, bool accepting, uint16_t ird, uint16_t or
 void uw__sdp_conn_teardown(uw_sdp_sock *s);
 /* Marks a socket to be freed at the end of the current pass. */
 void uw__sdp_kill(uw_sdp_sock *s);
+/* A nonblocking call is about to say EAGAIN: the application will sleep on
+ * the mirror (poll, epoll), so the progress thread must not stand aside
+ * for the spinning caller any longer. */
+void uw__sdp_will_wait(uw_sdp_stack *st);
+/* Closes a port-mapper listener's TCP socket so that its port is free on
+ * return (a poll() of the progress thread pins it otherwise). */
+void uw__sdp_release_tcp_listener(uw_sdp_sock *s);
 /* Makes the progress thread look at its watch list and deadlines again. */
 void uw__sdp_wake_thread(uw_sdp_stack *st);
 /* Deadline bookkeeping. */
@@ -156,6 +175,11 @@ void uw__sdp_log(uw_sdp_stack *st, int level, const char *fmt, ...)
 void uw__sdp_apply_opts(uw_sdp_sock *s);
 /* A connecting socket finished (0) or failed (err). */
 void uw__sdp_connect_done(uw_sdp_sock *s, int err);
+/* An error a call is about to return, as TCP would report it: ECONNRESET
+ * after the peer's DisConn is EPIPE (Linux tcp_reset() in CLOSE_WAIT), and
+ * a connection error is reported once: afterwards reads (reading) see end
+ * of stream (0) and writes EPIPE. */
+ssize_t uw__sdp_app_err(uw_sdp_sock *s, ssize_t r, bool reading);
 /* Whether s fell back to TCP (read under the lock: connect changes it). */
 bool uw__sdp_is_tcp(uw_sdp_sock *s);
 /* Addresses (sdp_socket.c). */

@@ -175,6 +175,15 @@ static int set_locked(uw_sdp_sock *s, int level, int name, const void *val, sock
                 return -EISCONN;
             s->crc = v != 0;
             return 0;
+        case UW_SDP_TCP_FD:
+            if (!before)
+                return -EISCONN;
+            if (v < 0)
+                return -EBADF;
+            if (s->tcp_fd >= 0)
+                close(s->tcp_fd);
+            s->tcp_fd = v;
+            return 0;
         case UW_SDP_PEER_RCVBUF:
             if (s->state != UW__SS_OPEN || !s->conn)
                 return -ENOTCONN;
@@ -241,6 +250,10 @@ static int info(uw_sdp_sock *s, void *val, socklen_t *len)
         in.graceful = stt.graceful;
         in.why = uw__sdp_conn_why(s->conn);
     }
+    int fd = uw__sdp_llp_fd(s);
+    in.llp_peer_len = sizeof(in.llp_peer);
+    if (fd < 0 || getpeername(fd, (struct sockaddr *)&in.llp_peer, &in.llp_peer_len) < 0)
+        in.llp_peer_len = 0;
     memcpy(val, &in, sizeof(in));
     *len = sizeof(in);
     return 0;
@@ -256,6 +269,14 @@ static int take_error(uw_sdp_sock *s)
     }
     if (!e && s->conn)
         e = uw__sdp_conn_take_error(s->conn);
+    if (e && s->state == UW__SS_OPEN) {
+        /* Reported once, like every connection error (uw__sdp_app_err). */
+        if (s->err_told && e != -EPIPE)
+            e = 0;
+        else if (e == -ECONNRESET && s->peer_eof)
+            e = -EPIPE;
+        s->err_told = s->err_told || e != 0;
+    }
     uw__sdp_mark(s);
     return e == UW_EPROTO || e == UW_EMSGSIZE ? EPROTO : -e;
 }
@@ -330,6 +351,43 @@ static int get_locked(uw_sdp_sock *s, int level, int name, void *val, socklen_t 
             return put_int(val, len, v);
         }
         default:
+            /* Read-only views of the connection (TCP_INFO, TCP_MAXSEG,
+             * TCP_CONGESTION...): the LLP's, which is the TCP connection
+             * the data really travels on. */
+            if (fd >= 0 && name == TCP_INFO && val && len) {
+                if (getsockopt(fd, IPPROTO_TCP, name, val, len) < 0)
+                    return -errno;
+                /* The SDP connection's state where it differs from its
+                 * LLP's: half-closes are DisConn messages, not FINs. */
+                int cs = s->conn ? uw__sdp_conn_state(s->conn) : UW_SDP_S_ERROR;
+                int st = -1;
+                if (cs == UW_SDP_S_ERROR || cs == UW_SDP_S_CLOSED)
+                    st = TCP_CLOSE;
+                else if (cs == UW_SDP_S_OPEN && s->peer_eof && s->shut_wr)
+                    st = TCP_LAST_ACK;
+                else if (cs == UW_SDP_S_OPEN && s->peer_eof)
+                    st = TCP_CLOSE_WAIT;
+                else if (cs == UW_SDP_S_OPEN && s->shut_wr)
+                    st = TCP_FIN_WAIT2;
+                if (st >= 0 && *len >= 1)
+                    ((uint8_t *)val)[0] = (uint8_t)st; /* tcpi_state is the first octet */
+                return 0;
+            }
+            if (fd >= 0)
+                return getsockopt(fd, IPPROTO_TCP, name, val, len) < 0 ? -errno : 0;
+            if (name == TCP_INFO) {
+                struct tcp_info ti;
+                if (!val || !len)
+                    return -EFAULT;
+                memset(&ti, 0, sizeof(ti));
+                ti.tcpi_state = s->state == UW__SS_LISTEN       ? TCP_LISTEN
+                                : s->state == UW__SS_CONNECTING ? TCP_SYN_SENT
+                                                                : TCP_CLOSE;
+                socklen_t n = *len < (socklen_t)sizeof(ti) ? *len : (socklen_t)sizeof(ti);
+                memcpy(val, &ti, n);
+                *len = n;
+                return 0;
+            }
             return -ENOPROTOOPT;
         }
     }

@@ -58,7 +58,7 @@ int uw__sdp_pm_listen(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t len
         }
     }
     int fl = fcntl(fd, F_GETFL);
-    if (listen(fd, s->backlog) < 0 || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+    if (listen(fd, s->tcp_backlog) < 0 || fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
         r = -errno;
         goto fail;
     }
@@ -111,10 +111,25 @@ int uw__sdp_pm_accept_tcp(uw_sdp_sock *l, int flags, uw_sdp_sock **out, struct s
                      (flags & UW_SDP_NONBLOCK ? SOCK_NONBLOCK : 0) |
                          (flags & UW_SDP_CLOEXEC ? SOCK_CLOEXEC : 0));
     if (fd < 0) {
-        l->tcp_ready = false; /* the progress thread watches it again */
+        if (l->tcp_ready) {
+            /* The progress thread watches it again: it must rebuild its
+             * poll set now, or a client arriving meanwhile waits for
+             * whatever wakes the thread next. */
+            l->tcp_ready = false;
+            uw__sdp_wake_thread(l->st);
+        }
         uw__sdp_mark(l);
         return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -errno;
     }
+    /* The listener stays readable only while another connection waits, as
+     * TCP's would: a blocking accept() after select() said readable must
+     * not wait for the next client. */
+    struct pollfd pf = {.fd = l->tcp_lfd, .events = POLLIN};
+    if (l->tcp_ready && poll(&pf, 1, 0) == 0) {
+        l->tcp_ready = false;
+        uw__sdp_wake_thread(l->st);
+    }
+    uw__sdp_mark(l);
     uw_sdp_sock *c;
     int r = uw__sdp_sock_new(l->st, l->domain, &c);
     if (r < 0) {
@@ -189,6 +204,7 @@ int uw__sdp_pm_connect(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t le
         memset(&o, 0, sizeof(o));
         o.timeout_ms = st->attr.pm_timeout_ms;
         o.server = st->pm_server[0] ? st->pm_server : NULL;
+        o.server_port = st->attr.pm_port;
         uw__pm_resolver *res;
         int r = uw__pm_resolver_create(&res, &o);
         if (r < 0)
@@ -212,11 +228,16 @@ int uw__sdp_pm_connect(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t le
         return 1;
     }
     /* Plain TCP to the port as named: the kernel socket takes the place of
-     * the mirror under the application's descriptor number. */
-    int fd = socket(s->domain, SOCK_STREAM | (s->nonblock ? SOCK_NONBLOCK : 0), 0);
-    if (fd < 0)
-        return -errno;
-    tcp_opts(s, fd);
+     * the mirror under the application's descriptor number. A socket the
+     * caller handed over (UW_SDP_TCP_FD) has its options already. */
+    int fd = s->tcp_fd;
+    s->tcp_fd = -1;
+    if (fd < 0) {
+        fd = socket(s->domain, SOCK_STREAM | (s->nonblock ? SOCK_NONBLOCK : 0), 0);
+        if (fd < 0)
+            return -errno;
+        tcp_opts(s, fd);
+    }
     int cloexec = fcntl(s->rd.a, F_GETFD) & FD_CLOEXEC;
     if (dup3(fd, s->rd.a, cloexec ? O_CLOEXEC : 0) < 0) {
         r = -errno;

@@ -84,6 +84,28 @@ static void iov_advance(struct iovec *iov, int *idx, int cnt, size_t n)
         (*idx)++;
 }
 
+static bool conn_error(ssize_t r)
+{
+    return r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO || r == -ECONNABORTED ||
+           r == -EHOSTUNREACH || r == -ENETUNREACH || r == UW_ENOMEM;
+}
+
+ssize_t uw__sdp_app_err(uw_sdp_sock *s, ssize_t r, bool reading)
+{
+    if (r == -ECONNRESET && s->peer_eof)
+        r = -EPIPE;
+    if (conn_error(r) || (r == -EPIPE && !reading)) {
+        if (s->err_told && conn_error(r))
+            return reading ? 0 : -EPIPE;
+        s->err_told = true;
+    } else if (r == -EPIPE && reading) {
+        if (s->err_told)
+            return 0;
+        s->err_told = true;
+    }
+    return r;
+}
+
 bool uw__sdp_is_tcp(uw_sdp_sock *s)
 {
     uw__sdp_lock(s->st);
@@ -168,13 +190,17 @@ int uw_sdp_listen(uw_sdp_sock *s, int backlog)
     if (!s)
         return -EINVAL;
     uw_sdp_stack *st = s->st;
+    int raw = backlog; /* the kernel TCP listener takes it as given (0 allows one) */
     if (backlog < 1)
         backlog = 1;
     if (backlog > 4096)
         backlog = 4096;
     uw__sdp_lock(st);
     int r = 0;
+    s->tcp_backlog = raw;
     if (s->state == UW__SS_LISTEN) {
+        if (s->tcp_lfd >= 0)
+            listen(s->tcp_lfd, raw);
         s->backlog = backlog; /* as TCP: listen again changes the backlog */
         goto out;
     }
@@ -189,6 +215,23 @@ int uw_sdp_listen(uw_sdp_sock *s, int backlog)
         sl = s->bound_len;
     } else {
         uw__sdp_wildcard(s->domain, &ss, &sl);
+    }
+    if (s->pm && s->bind_fd < 0 && s->tcp_fd >= 0) {
+        /* The caller's TCP socket (UW_SDP_TCP_FD) is the service socket,
+         * bound or not (listen() then picks the port, as TCP does). */
+        s->bind_fd = s->tcp_fd;
+        s->tcp_fd = -1;
+        s->bound_len = sizeof(s->bound);
+        if (getsockname(s->bind_fd, (struct sockaddr *)&s->bound, &s->bound_len) < 0) {
+            r = -errno;
+            goto out;
+        }
+        ss = s->bound;
+        sl = s->bound_len;
+    }
+    if (s->tcp_fd >= 0) {
+        close(s->tcp_fd); /* no use without the port mapper */
+        s->tcp_fd = -1;
     }
     if (s->pm) {
         s->backlog = backlog;
@@ -404,6 +447,10 @@ int uw_sdp_connect(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t len)
         r = start_connect(s, (struct sockaddr *)&to, tolen);
         if (r < 0)
             goto out;
+        if (s->tcp_fd >= 0) {
+            close(s->tcp_fd); /* SDP chosen: no fallback from here on */
+            s->tcp_fd = -1;
+        }
         if (s->pm)
             memcpy(&s->peer, addr, len); /* getpeername names the TCP address */
         if (s->nonblock) {
@@ -501,7 +548,8 @@ static ssize_t do_recv(uw_sdp_sock *s, const struct iovec *uiov, int cnt, int fl
         goto out;
     }
     struct iovec iov[UW__MAX_IOV];
-    memcpy(iov, uiov, (size_t)cnt * sizeof(*iov));
+    if (cnt)
+        memcpy(iov, uiov, (size_t)cnt * sizeof(*iov));
     size_t total = 0;
     for (int i = 0; i < cnt; i++)
         total += iov[i].iov_len;
@@ -519,6 +567,37 @@ static ssize_t do_recv(uw_sdp_sock *s, const struct iovec *uiov, int cnt, int fl
         nb = true; /* urgent data never blocks */
     int idx = 0;
     bool tried = false;
+    if (total == 0 && !(flags & MSG_OOB)) {
+        /* Linux waits for one readable octet (or EOF, or an error) and then
+         * copies nothing: EAGAIN when nonblocking and nothing is there. */
+        for (;;) {
+            unsigned b = uw__sdp_conn_poll(s->conn);
+            if (b & (POLLIN | POLLRDHUP | POLLHUP | POLLERR))
+                break;
+            if (nb) {
+                if (!tried) {
+                    tried = true;
+                    uw__sdp_progress(st);
+                    continue;
+                }
+                rc = -EAGAIN;
+                uw__sdp_will_wait(st);
+                goto out;
+            }
+            if (expired(dl)) {
+                rc = -EAGAIN;
+                goto out;
+            }
+            int w = uw__sdp_wait(s, POLLIN, dl);
+            if (w < 0) {
+                rc = w;
+                goto out;
+            }
+            if (!s->conn)
+                break;
+        }
+        goto out;
+    }
     for (;;) {
         ssize_t r = uw__sdp_conn_recv(s->conn, iov + idx, cnt - idx, cf);
         uw__sdp_pump(s); /* reading frees buffers: credit updates may be due */
@@ -537,7 +616,7 @@ static ssize_t do_recv(uw_sdp_sock *s, const struct iovec *uiov, int cnt, int fl
                 if (r != UW_EPIPE)
                     s->err_stash = (int)r; /* reported by the next call, as TCP */
             } else {
-                rc = r;
+                rc = uw__sdp_app_err(s, r, true);
             }
             break;
         }
@@ -553,8 +632,10 @@ static ssize_t do_recv(uw_sdp_sock *s, const struct iovec *uiov, int cnt, int fl
                 uw__sdp_progress(st);
                 continue;
             }
-            if (!done)
+            if (!done) {
                 rc = -EAGAIN;
+                uw__sdp_will_wait(st);
+            }
             break;
         }
         if (expired(dl)) {
@@ -601,6 +682,7 @@ static ssize_t send_part(uw_sdp_sock *s, struct iovec *iov, int cnt, size_t tota
                 uw__sdp_progress(s->st); /* completions may have freed slots */
                 continue;
             }
+            uw__sdp_will_wait(s->st);
             return UW_EAGAIN;
         }
         if (expired(dl))
@@ -656,12 +738,18 @@ static ssize_t do_send(uw_sdp_sock *s, const struct iovec *uiov, int cnt, int fl
         goto out;
     }
     struct iovec iov[UW__MAX_IOV];
-    memcpy(iov, uiov, (size_t)cnt * sizeof(*iov));
+    if (cnt)
+        memcpy(iov, uiov, (size_t)cnt * sizeof(*iov));
     size_t total = 0;
     for (int i = 0; i < cnt; i++)
         total += iov[i].iov_len;
-    if (!total)
+    if (!total) {
+        /* Nothing to send: only the state's error (EPIPE after a reset or
+         * shutdown), as TCP's sendmsg of 0 octets. */
+        ssize_t r = s->conn ? uw__sdp_conn_send(s->conn, iov, cnt, 0) : 0;
+        rc = r < 0 ? uw__sdp_app_err(s, tcp_err(r), false) : 0;
         goto out;
+    }
     unsigned cf = flags & MSG_MORE ? UW_SDP_MSG_MORE : 0u;
     size_t done = 0;
     ssize_t r;
@@ -686,7 +774,7 @@ static ssize_t do_send(uw_sdp_sock *s, const struct iovec *uiov, int cnt, int fl
             s->err_stash = (int)r;
         rc = (ssize_t)done;
     } else {
-        rc = r;
+        rc = r == UW_EAGAIN || r == -EINTR ? r : uw__sdp_app_err(s, r, false);
     }
 out:
     uw__sdp_unlock(st);
@@ -757,12 +845,8 @@ static void drop_listener(uw_sdp_sock *s)
         close(s->pm_fd); /* drops the port mapping */
         s->pm_fd = -1;
     }
-    if (s->tcp_lfd >= 0) {
-        close(s->tcp_lfd);
-        s->tcp_lfd = -1;
-        s->tcp_ready = false;
-        uw__sdp_wake_thread(s->st); /* it may be polling that descriptor */
-    }
+    if (s->tcp_lfd >= 0)
+        uw__sdp_release_tcp_listener(s);
 }
 
 int uw_sdp_shutdown(uw_sdp_sock *s, int how)
@@ -781,9 +865,13 @@ int uw_sdp_shutdown(uw_sdp_sock *s, int how)
         drop_listener(s);
         s->state = UW__SS_FRESH;
         uw__sdp_mark(s);
-    } else if (s->state != UW__SS_OPEN || !s->conn) {
-        r = -ENOTCONN;
+    } else if (s->state != UW__SS_OPEN || !s->conn ||
+               uw__sdp_conn_state(s->conn) == UW_SDP_S_ERROR ||
+               uw__sdp_conn_state(s->conn) == UW_SDP_S_CLOSED) {
+        r = -ENOTCONN; /* reset or closed both ways: TCP is CLOSE/TIME_WAIT */
     } else {
+        if (how != SHUT_RD)
+            s->shut_wr = true;
         r = uw__sdp_conn_shutdown(s->conn, how);
         if (r == UW_ENOTCONN)
             r = -ENOTCONN;
@@ -804,6 +892,22 @@ static bool llp_drained(uw_sdp_sock *s)
         return false;
     int fd = uw__sdp_llp_fd(s), outq = 0;
     return fd < 0 || ioctl(fd, SIOCOUTQ, &outq) < 0 || outq == 0;
+}
+
+int uw_sdp_detach(uw_sdp_sock *s)
+{
+    if (!s)
+        return -EINVAL;
+    uw_sdp_stack *st = s->st;
+    uw__sdp_lock(st);
+    int fd = -EINVAL;
+    if (s->state == UW__SS_TCP && s->rd.a >= 0) {
+        fd = s->rd.a;
+        s->rd.a = -1; /* sock_free closes what is left (rd.b is gone already) */
+        uw__sdp_sock_free(s);
+    }
+    uw__sdp_unlock(st);
+    return fd;
 }
 
 int uw_sdp_close(uw_sdp_sock *s)

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "io/sdp_internal.h"
@@ -105,14 +106,81 @@ unsigned uw__sdp_bits(const uw_sdp_sock *s)
 
 /* ---- Deadlines ------------------------------------------------------------- */
 
-void uw__sdp_set_deadline(uw_sdp_sock *s, uint64_t ns)
+static void arm(uw_sdp_stack *st, uint64_t ns)
 {
-    uw_sdp_stack *st = s->st;
-    s->deadline_ns = ns;
     if (ns && (!st->next_deadline_ns || ns < st->next_deadline_ns)) {
         st->next_deadline_ns = ns;
-        /* The progress thread may sleep past it: let it recompute. */
+        /* The progress thread may sleep past it: let it recompute (a
+         * wakeup is a context switch: only when it would). */
+        if (ns < st->thr_wake_ns)
+            uw__sdp_wake_thread(st);
+    }
+}
+
+void uw__sdp_set_deadline(uw_sdp_sock *s, uint64_t ns)
+{
+    s->deadline_ns = ns;
+    arm(s->st, ns);
+}
+
+/* TCP sends a corked partial segment after 200 ms at most (tcp(7)). The
+ * core can also poke a peer that leaves us at two credits
+ * (uw__sdp_conn_stalled); the driver does not yet: on a timer it made
+ * test_sdp_socket's ChRcvBuf stream stall for good (docs/sdp.md, reading
+ * 16). */
+#define UW__SDP_CORK_MS 200
+
+static void flow_timer(uw_sdp_sock *s)
+{
+    if (!uw__sdp_conn_held(s->conn)) {
+        s->flow_ns = 0;
+        return;
+    }
+    if (s->flow_ns)
+        return;
+    s->flow_ns = uw__sdp_deadline_ms(UW__SDP_CORK_MS);
+    arm(s->st, s->flow_ns);
+}
+
+static void flow_fire(uw_sdp_sock *s)
+{
+    s->flow_ns = 0;
+    if (!s->conn || !s->qp)
+        return;
+    uw__sdp_conn_release_held(s->conn);
+    uw__sdp_pump(s);
+}
+
+void uw__sdp_will_wait(uw_sdp_stack *st)
+{
+    st->last_drive_ns = 0;
+    if (st->thr_aside && st->driving == 0) {
+        st->thr_aside = false;
         uw__sdp_wake_thread(st);
+    }
+}
+
+void uw__sdp_release_tcp_listener(uw_sdp_sock *s)
+{
+    uw_sdp_stack *st = s->st;
+    close(s->tcp_lfd);
+    s->tcp_lfd = -1;
+    s->tcp_ready = false;
+    /* The progress thread asleep in poll() on it holds a reference to the
+     * socket: the port stays bound until that poll returns, and a bind()
+     * right after close() failed with EADDRINUSE about one run in three.
+     * Wake it and wait (50 ms at most; it does not need the lock we hold
+     * to leave poll()). shutdown() would be quicker but would also end the
+     * listening of a descriptor the application still holds. */
+    if (!st->thr_running || !__atomic_load_n(&st->thr_in_poll, __ATOMIC_SEQ_CST))
+        return;
+    unsigned gen = __atomic_load_n(&st->thr_polls, __ATOMIC_SEQ_CST);
+    uw__sdp_wake_thread(st);
+    for (int i = 0; i < 500; i++) {
+        if (__atomic_load_n(&st->thr_polls, __ATOMIC_SEQ_CST) != gen)
+            return;
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
     }
 }
 
@@ -244,6 +312,8 @@ void uw__sdp_pump(uw_sdp_sock *s)
         while (uw__sdp_conn_next_tx(c, &t) == 1)
             post_send(s, &b, &t);
         flush_sends(s, &b);
+        if (uw__sdp_conn_state(c) == UW_SDP_S_OPEN)
+            flow_timer(s);
         int act = uw__sdp_conn_llp_action(c);
         if (act != UW_SDP_LLP_NONE && !s->llp_acted) {
             s->llp_acted = true;
@@ -417,6 +487,20 @@ static void embryo_ready(uw_sdp_sock *s)
     s->local_len = sizeof(s->local);
     if (fd < 0 || getsockname(fd, (struct sockaddr *)&s->local, &s->local_len) < 0)
         s->local_len = 0;
+    if (l && l->pm && l->tcp_lfd >= 0 && s->local_len) {
+        /* getsockname() names the service port the client asked for (as
+         * getpeername() does at the other end), not the mapped SDP port. */
+        struct sockaddr_storage svc;
+        socklen_t sl = sizeof(svc);
+        if (getsockname(l->tcp_lfd, (struct sockaddr *)&svc, &sl) == 0 &&
+            svc.ss_family == s->local.ss_family) {
+            if (svc.ss_family == AF_INET6)
+                ((struct sockaddr_in6 *)&s->local)->sin6_port =
+                    ((struct sockaddr_in6 *)&svc)->sin6_port;
+            else
+                ((struct sockaddr_in *)&s->local)->sin_port = ((struct sockaddr_in *)&svc)->sin_port;
+        }
+    }
     uw__sdp_apply_keepalive(s);
     if (l) {
         l->nembryo--;
@@ -449,6 +533,8 @@ static void after(uw_sdp_sock *s)
     if (!s->conn)
         return;
     int cs = uw__sdp_conn_state(s->conn);
+    if (cs == UW_SDP_S_OPEN && !s->peer_eof && (uw__sdp_conn_poll(s->conn) & POLLRDHUP))
+        s->peer_eof = true;
     if (s->state == UW__SS_CONNECTING) {
         if (cs == UW_SDP_S_OPEN || cs == UW_SDP_S_CLOSED) {
             uw__sdp_connect_done(s, 0);
@@ -473,9 +559,14 @@ static void on_wc(const uw_wc *wc)
         return;
     if (wc->status != UW_WC_SUCCESS)
         return; /* flushed or failed: the connection event says why */
-    if (wc->opcode == UW_WC_RECV)
+    if (wc->opcode == UW_WC_RECV) {
         uw__sdp_conn_on_recv(s->conn, (uint32_t)wc->wr_id, wc->byte_len);
-    else if (wc->opcode == UW_WC_SEND)
+        /* Data for a socket the application closed: nobody will read it.
+         * TCP answers such data with a reset; so does this (the sender's
+         * next calls fail instead of blocking on credits forever). */
+        if (s->closing && uw__sdp_conn_inq(s->conn) > 0)
+            uw__sdp_conn_abort(s->conn);
+    } else if (wc->opcode == UW_WC_SEND)
         uw__sdp_conn_tx_done(s->conn, (uint32_t)wc->wr_id);
     after(s);
 }
@@ -501,6 +592,17 @@ static void on_request(uw_sdp_stack *st, const uw_cm_event *ev)
     if (!l) {
         reject(ev->qp, "no listener");
         return;
+    }
+    if (l->domain == AF_INET6 && l->tcp_lfd >= 0 && ev->peer.ss_family == AF_INET6 &&
+        IN6_IS_ADDR_V4MAPPED(&((const struct sockaddr_in6 *)&ev->peer)->sin6_addr)) {
+        /* The service socket is IPv6-only: so is the service (the SDP
+         * listener on the wildcard address would take IPv4 too). */
+        int v6only = 0;
+        socklen_t vl = sizeof(v6only);
+        if (getsockopt(l->tcp_lfd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &vl) == 0 && v6only) {
+            reject(ev->qp, "SDP: IPv6-only listener");
+            return;
+        }
     }
     if (l->aq_n + l->nembryo >= (unsigned)l->backlog) {
         uw__sdp_log(st, UW_LOG_INFO, "SDP: backlog of %d full: connection refused", l->backlog);
@@ -643,6 +745,12 @@ static void timers(uw_sdp_stack *st)
         return;
     uint64_t next = 0;
     for (uw_sdp_sock *s = st->socks; s; s = s->next) {
+        if (s->flow_ns && !s->dead) {
+            if (s->flow_ns <= now)
+                flow_fire(s); /* may arm it again */
+            if (s->flow_ns && (!next || s->flow_ns < next))
+                next = s->flow_ns;
+        }
         if (!s->deadline_ns || s->dead)
             continue;
         if (s->deadline_ns > now) {
@@ -792,6 +900,8 @@ int uw__sdp_wait(uw_sdp_sock *s, short events, uint64_t deadline_ns)
 static void *thread_main(void *arg)
 {
     uw_sdp_stack *st = arg;
+    if (st->attr.thread_start)
+        st->attr.thread_start();
     uw__sdp_lock(st);
     while (!st->stopping) {
         /* While an application thread drives, and for UW__SDP_ASIDE_MS after
@@ -809,12 +919,14 @@ static void *thread_main(void *arg)
         int tick = st->driving > 0 ? UW__SDP_ASIDE_MS : ms_until(quiet, now);
         if (aside && (tmo < 0 || tmo > tick))
             tmo = tick;
+        st->thr_wake_ns = tmo < 0 ? UINT64_MAX : now + (uint64_t)tmo * 1000000u;
         /* Port-mapper listeners' TCP sockets: watched here until one has
          * a connection waiting (then its mirror is readable until accept
          * finds none). At most UW__SDP_TCP_WATCH of them. */
         struct pollfd p[2 + UW__SDP_TCP_WATCH];
         uw_sdp_sock *tl[UW__SDP_TCP_WATCH];
         nfds_t nt = 0;
+        st->thr_aside = aside;
         for (uw_sdp_sock *s = st->socks; s && nt < UW__SDP_TCP_WATCH; s = s->next)
             if (s->tcp_lfd >= 0 && !s->tcp_ready && s->state == UW__SS_LISTEN) {
                 tl[nt] = s;
@@ -825,7 +937,12 @@ static void *thread_main(void *arg)
         p[1] = (struct pollfd){.fd = aside ? -1 : st->ctx_fd, .events = POLLIN};
         int n;
         for (int skips = 0;; skips++) {
+            __atomic_store_n(&st->thr_in_poll, true, __ATOMIC_SEQ_CST);
             n = poll(p, 2 + nt, tmo);
+            /* poll() held a reference to every file it watched until now
+             * (uw__sdp_release_tcp_listener waits for this). */
+            __atomic_store_n(&st->thr_in_poll, false, __ATOMIC_SEQ_CST);
+            __atomic_add_fetch(&st->thr_polls, 1, __ATOMIC_SEQ_CST);
             if (n > 0 && p[0].revents) {
                 uint64_t v;
                 if (read(st->wake_fd, &v, sizeof(v)) < 0) {
@@ -881,7 +998,7 @@ int uw__sdp_sock_new(uw_sdp_stack *st, int domain, uw_sdp_sock **out)
     s->st = st;
     s->domain = domain;
     s->rd.a = s->rd.b = -1;
-    s->bind_fd = s->pm_fd = s->tcp_lfd = -1;
+    s->bind_fd = s->pm_fd = s->tcp_lfd = s->tcp_fd = -1;
     s->crc = true;
     s->next = st->socks;
     if (st->socks)
@@ -933,6 +1050,8 @@ void uw__sdp_sock_free(uw_sdp_sock *s)
         close(s->pm_fd);
     if (s->tcp_lfd >= 0)
         close(s->tcp_lfd);
+    if (s->tcp_fd >= 0)
+        close(s->tcp_fd);
     free(s);
 }
 
@@ -1028,6 +1147,75 @@ fail:
  * data and DisConn are all with TCP are closed with a FIN, as close(2) of a
  * TCP socket would: the kernel delivers what it holds. */
 #define UW__SDP_DESTROY_GRACE_MS 2000
+
+/* Runs passes until no socket the application closed is still finishing
+ * its graceful close, or until end (ns). Returns how many still are. */
+static int wait_closes(uw_sdp_stack *st, uint64_t end)
+{
+    int pending;
+    for (;;) {
+        uw__sdp_progress(st);
+        pending = 0;
+        for (uw_sdp_sock *s = st->socks; s; s = s->next)
+            if (s->closing && !s->dead && s->conn)
+                pending++;
+        uint64_t now = uw__now_ns();
+        if (!pending || now >= end)
+            break;
+        uw__sdp_unlock(st);
+        struct pollfd p = {.fd = st->ctx_fd, .events = POLLIN};
+        int tmo = ms_until(end, now);
+        poll(&p, 1, tmo < 0 || tmo > 50 ? 50 : tmo);
+        uw__sdp_lock(st);
+    }
+    return pending;
+}
+
+void uw_sdp_stack_atfork(uw_sdp_stack *st, int phase)
+{
+    if (!st)
+        return;
+    if (phase == UW_SDP_FORK_PREPARE) {
+        pthread_mutex_lock(&st->mu); /* lists consistent in the child's copy */
+        return;
+    }
+    if (phase == UW_SDP_FORK_PARENT) {
+        pthread_mutex_unlock(&st->mu);
+        return;
+    }
+    /* The child: no progress thread, and the lock stays taken for good.
+     * Every descriptor goes, so that the child holds none of the parent's
+     * connections, listening ports or mirrors open. */
+    for (uw_sdp_sock *s = st->socks; s; s = s->next) {
+        int fds[] = {s->rd.a, s->rd.b, s->bind_fd, s->pm_fd, s->tcp_lfd, s->tcp_fd,
+                     s->lst ? s->lst->fd : -1};
+        for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        s->rd.a = s->rd.b = s->bind_fd = s->pm_fd = s->tcp_lfd = s->tcp_fd = -1;
+    }
+    for (uw_qp *q = st->ctx->qps; q; q = q->next)
+        if (q->fd >= 0) {
+            close(q->fd);
+            q->fd = -1;
+        }
+    int cfds[] = {st->ctx->epfd, st->ctx->evfd, st->ctx->tfd, st->wake_fd};
+    for (size_t i = 0; i < sizeof(cfds) / sizeof(cfds[0]); i++)
+        if (cfds[i] >= 0)
+            close(cfds[i]);
+    st->thr_running = false;
+}
+
+int uw_sdp_stack_flush(uw_sdp_stack *st, int timeout_ms)
+{
+    if (!st)
+        return -EINVAL;
+    uw__sdp_lock(st);
+    int n = wait_closes(st, uw__sdp_deadline_ms(timeout_ms > 0 ? timeout_ms : 1));
+    uw__sdp_unlock(st);
+    return n;
+}
+
 static void finish_closes(uw_sdp_stack *st)
 {
     uint64_t end = uw__sdp_deadline_ms(UW__SDP_DESTROY_GRACE_MS);

@@ -1383,6 +1383,35 @@ static void test_resources_freed(void **state)
     }
 }
 
+/* TCP_CORK and MSG_MORE hold a partial message for 200 ms at most, as
+ * Linux TCP does (tcp(7)); the stack's timer sends it. */
+static void test_cork_ceiling(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p, AF_INET, true);
+    for (int mode = 0; mode < 2; mode++) {
+        int on = 1;
+        if (mode == 0)
+            assert_int_equal(uw_sdp_setsockopt(p.c, IPPROTO_TCP, TCP_CORK, &on, sizeof(on)), 0);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        assert_int_equal(uw_sdp_send(p.c, "abc", 3, mode == 1 ? MSG_MORE : 0), 3);
+        assert_true(poll1(uw_sdp_fd(p.s), POLLIN, 5000) & POLLIN);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        fprintf(stderr, "# %s: held %.0f ms\n", mode ? "MSG_MORE" : "TCP_CORK", ms);
+        assert_true(ms >= 150 && ms < 2000);
+        char b[4];
+        assert_int_equal(uw_sdp_recv(p.s, b, sizeof(b), 0), 3);
+        if (mode == 0) {
+            on = 0;
+            assert_int_equal(uw_sdp_setsockopt(p.c, IPPROTO_TCP, TCP_CORK, &on, sizeof(on)), 0);
+        }
+    }
+    pair_close(&p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -1407,6 +1436,7 @@ int main(void)
         cmocka_unit_test(test_verbs_peer_connecting),
         cmocka_unit_test(test_reset_during_send),
         cmocka_unit_test(test_resources_freed),
+        cmocka_unit_test(test_cork_ceiling),
         cmocka_unit_test(test_epoll_et),
         cmocka_unit_test(test_bulk_both_ways),
         cmocka_unit_test(test_pm_fallback),
