@@ -67,16 +67,43 @@ async def serve(port, expect):
           f"{stats['octets']} octets echoed", flush=True)
 
 
-async def one_client(conn, reader, writer, msgs, start):
+async def one_client(conn, reader, writer, msgs, start, barrier):
     sent_hash, got_hash = hashlib.sha256(), hashlib.sha256()
     sent = got = 0
     eof_sent = False
     await start.wait()
 
+    async def round_trip():
+        # One message there and back, then wait for every connection's: the
+        # server then holds all of them at once however slowly it accepts
+        # (early connections could otherwise finish before late ones are
+        # accepted, which says nothing about the server).
+        nonlocal sent, got
+        block = message_block(conn, 0, 1)
+        sent_hash.update(block)
+        sent += len(block)
+        writer.write(block)
+        await writer.drain()
+        echo = await reader.readexactly(len(block))
+        got_hash.update(echo)
+        got += len(echo)
+        arrive()
+        await barrier["all"].wait()
+
+    arrived = False
+
+    def arrive():
+        nonlocal arrived
+        if not arrived:
+            arrived = True
+            barrier["n"] += 1
+            if barrier["n"] == barrier["of"]:
+                barrier["all"].set()
+
     async def write_all():
         nonlocal sent, eof_sent
         batch = 50
-        for first in range(0, msgs, batch):
+        for first in range(1, msgs, batch):
             block = message_block(conn, first, min(batch, msgs - first))
             sent_hash.update(block)
             sent += len(block)
@@ -95,8 +122,10 @@ async def one_client(conn, reader, writer, msgs, start):
             got += len(data)
 
     try:
+        await round_trip()
         await asyncio.gather(write_all(), read_all())
-    except (ConnectionError, OSError) as e:
+    except (ConnectionError, OSError, asyncio.IncompleteReadError) as e:
+        arrive()  # the others must not wait for a connection that failed
         writer.close()
         return (f"connection {conn}: {e!r} after writing {sent} octets "
                 f"({'all, and EOF' if eof_sent else 'not all yet'}) and reading {got} back")
@@ -115,7 +144,8 @@ async def client(port, conns, msgs):
         print(f"client: {len(errors)} of {conns} connections failed: {errors[0]!r}", file=sys.stderr)
         return 1
     start = asyncio.Event()
-    tasks = [one_client(i, r, w, msgs, start) for i, (r, w) in enumerate(opened)]
+    barrier = {"n": 0, "of": conns, "all": asyncio.Event()}
+    tasks = [one_client(i, r, w, msgs, start, barrier) for i, (r, w) in enumerate(opened)]
     start.set()
     results = await asyncio.gather(*tasks, return_exceptions=True)
     bad = [r for r in results if not isinstance(r, int)]
