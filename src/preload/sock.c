@@ -805,34 +805,32 @@ PL_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
     return (int)pl_ret(r);
 }
 
-PL_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+/* getsockname and getpeername: the SDP socket's answer, or the kernel's. */
+static int name_call(int fd, struct sockaddr *addr, socklen_t *len,
+                     int (*real)(int, struct sockaddr *, socklen_t *),
+                     int (*sdp)(uw_sdp_sock *, struct sockaddr *, socklen_t *))
 {
     bool orphan;
     struct pl_sock *p = sdp_of(fd, &orphan);
     if (orphan)
         return (int)pl_ret(-EOPNOTSUPP);
     if (!p)
-        return REAL(getsockname)(fd, addr, len);
+        return real(fd, addr, len);
     PL_ENTER();
-    int r = uw_sdp_getsockname(p->s, addr, len);
+    int r = sdp(p->s, addr, len);
     PL_LEAVE();
     pl_put(p);
     return (int)pl_ret(r);
 }
 
+PL_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+    return name_call(fd, addr, len, REAL(getsockname), uw_sdp_getsockname);
+}
+
 PL_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 {
-    bool orphan;
-    struct pl_sock *p = sdp_of(fd, &orphan);
-    if (orphan)
-        return (int)pl_ret(-EOPNOTSUPP);
-    if (!p)
-        return REAL(getpeername)(fd, addr, len);
-    PL_ENTER();
-    int r = uw_sdp_getpeername(p->s, addr, len);
-    PL_LEAVE();
-    pl_put(p);
-    return (int)pl_ret(r);
+    return name_call(fd, addr, len, REAL(getpeername), uw_sdp_getpeername);
 }
 
 PL_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
