@@ -57,13 +57,15 @@ typedef struct uw_sdp_conn_cfg {
     uint32_t rcv_size_max;  /*   UW_SDP_MIN_BUF and 4 x rcv_size) */
     uint32_t tx_size;       /* largest message we build (send buffer size, DesRemRcvSz) */
     uint16_t tx_slots;      /* send buffers: data queued or in flight (SO_SNDBUF / tx_size) */
+    uint16_t rcv_bufs_max;  /* autotuning ceilings, as TCP's tcp_rmem/tcp_wmem maxima: */
+    uint16_t tx_slots_max;  /*   0 or below the start value: no growth */
     uint16_t max_adverts;   /* MaxAdverts we offer; >= 1 */
     uint16_t ird, ord;      /* what the connection supports (the MPA-negotiated IRD/ORD) */
     const uw_allocator *alloc;
 } uw_sdp_conn_cfg;
 
 /* Fills cfg with the defaults (64 KiB buffers, 16 of them, 16 send slots,
- * MaxAdverts 8, IRD/ORD 1). */
+ * each growing to 64 as the stream needs, MaxAdverts 8, IRD/ORD 1). */
 void uw__sdp_conn_cfg_default(uw_sdp_conn_cfg *cfg, bool accepting);
 
 enum uw_sdp_state {
@@ -266,6 +268,7 @@ typedef struct uw_sdp_stats {
     uint64_t sendsm_sent, srcavail_received, sinkavail_received;
     uint64_t oob_sent, oob_received;
     uint64_t chrcvbuf_sent, chrcvbuf_received, chrcvbufack_sent, chrcvbufack_received;
+    uint32_t rx_grown, tx_grown;               /* autotuning doublings of each window */
     uint32_t send_credit;      /* our credit now */
     uint32_t peer_credit;      /* the peer's credit as we last told it */
     uint32_t bufs_posted;      /* Bufs we would advertise now */

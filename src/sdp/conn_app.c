@@ -16,6 +16,15 @@ static void pop_head(uw_sdp_conn *c)
     c->df_head = (c->df_head + 1) % RX_CAP;
     c->df_n--;
     uw__sdp_rx_release(c, id);
+    /* The reader emptied the queue while the peer waited for credits: the
+     * window paces the stream, so it doubles (TCP's receive autotuning
+     * grows the window for a reader that keeps up, in the same spirit). */
+    if (!c->df_n && c->rx_starved && c->target_bufs < c->rx_grow_max) {
+        c->target_bufs = c->target_bufs * 2 > c->rx_grow_max ? c->rx_grow_max : c->target_bufs * 2;
+        c->st.rx_grown++;
+    }
+    if (!c->df_n)
+        c->rx_starved = false;
 }
 
 /* Moves up to n octets from the stream at the read position into dst (NULL:
@@ -184,7 +193,11 @@ unsigned uw__sdp_conn_poll(const uw_sdp_conn *c)
         m |= POLLPRI;
     bool can_send = c->state == UW_SDP_S_OPEN && !c->shut_wr;
     if (can_send) {
-        bool room = c->tx_used < c->tx_usable;
+        /* TCP's rule (sk_stream_is_writeable): writable once the free room
+         * is half what is queued, so a woken writer has a third of the
+         * buffer to fill instead of one slot per wakeup. */
+        uint32_t free_slots = c->tx_usable > c->tx_used ? c->tx_usable - c->tx_used : 0;
+        bool room = free_slots && free_slots * 2 >= c->tx_used;
         if (!room && c->tf_n) {
             const txslot *t = &c->tx[c->tx_fifo[(c->tf_head + c->tf_n - 1) % TX_CAP]];
             room = t->state == TX_FILLING && t->fill < uw__sdp_max_payload(c) / 2;

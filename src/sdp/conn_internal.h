@@ -74,6 +74,8 @@ struct uw_sdp_conn {
     uint32_t data_fifo[RX_CAP]; /* ids holding unread payload, in stream order */
     uint32_t df_head, df_n;
     uint32_t old_size_left;   /* ChRcvBuf growth: old-size buffers still posted */
+    uint32_t rx_grow_max;     /* autotuning ceiling of target_bufs (0: fixed) */
+    bool rx_starved;          /* the peer ran out of credits since the last growth */
 
     /* Sequence numbers and credits (sections 6.1.5, 6.1.6, 10.2). */
     uint32_t last_sent;     /* MSeq of our last message */
@@ -93,6 +95,7 @@ struct uw_sdp_conn {
     uint32_t tf_head, tf_n;
     uint32_t tx_usable;       /* slots SO_SNDBUF allows */
     uint32_t tx_used;         /* slots not FREE */
+    uint32_t tx_grow_max;     /* autotuning ceiling of tx_usable (0: fixed) */
     uint32_t data_inflight;   /* data messages handed out, not completed */
     uint32_t ctl_inflight;
     uint32_t remote_rcv_size; /* largest message the peer takes now */

@@ -394,6 +394,12 @@ static txslot *fill_slot(uw_sdp_conn *c, uint32_t maxp)
             c->sealed++;
         }
     }
+    if (c->tx_used >= c->tx_usable && c->tx_usable < c->tx_grow_max) {
+        /* The writer outruns what is queued (TCP grows its send buffer
+         * then, up to tcp_wmem's maximum). */
+        c->tx_usable = c->tx_usable * 2 > c->tx_grow_max ? c->tx_grow_max : c->tx_usable * 2;
+        c->st.tx_grown++;
+    }
     if (c->tx_used >= c->tx_usable)
         return NULL;
     for (uint32_t id = 0; id < TX_CAP; id++) {

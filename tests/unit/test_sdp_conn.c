@@ -24,6 +24,9 @@ static uw_sdp_conn_cfg cfg(bool acc, uint32_t size, uint16_t bufs)
         c.rcv_size = c.tx_size = size;
     if (bufs)
         c.rcv_bufs = bufs;
+    /* Fixed windows: these tests count credits and messages exactly
+     * (test_autotune covers growth). */
+    c.rcv_bufs_max = c.tx_slots_max = 0;
     return c;
 }
 
@@ -322,6 +325,77 @@ static void test_gratuitous_update(void **st)
     uw__sdp_conn_stats(p.s[0].c, &s);
     assert_int_equal(s.data_msgs_sent, 4);
     sp_free(&p);
+}
+
+/* One round of a stream: the writer queues what it may of src from *sent
+ * on, both sides settle, and the reader (when it reads) takes everything
+ * into dst from *got on. */
+static void stream_round(sp_pair *p, const uint8_t *src, size_t *sent, uint8_t *dst, size_t *got,
+                         bool read)
+{
+    long n = sp_send(&p->s[0], src + *sent, 1 << 20, 0);
+    assert_true(n > 0 || n == UW_EAGAIN);
+    if (n > 0)
+        *sent += (size_t)n;
+    sp_settle(p);
+    while (read) {
+        long r = sp_recv(&p->s[1], dst + *got, 1 << 20, 0);
+        if (r <= 0)
+            break;
+        *got += (size_t)r;
+        sp_settle(p);
+    }
+}
+
+/* Autotuning (docs/sdp.md "Buffers"): a reader that keeps up with a writer
+ * the window paces doubles the window up to its ceiling, and a writer that
+ * fills its queue doubles the queue; a reader that falls behind never grows
+ * the window, and a size the application set stays. */
+static void test_autotune(void **st)
+{
+    (void)st;
+    enum { SZ = 4096, ROUNDS = 6 };
+    static uint8_t src[(ROUNDS + 1) << 20], dst[(ROUNDS + 1) << 20];
+    for (size_t i = 0; i < sizeof(src); i++)
+        src[i] = (uint8_t)(i * 7 + i / 251);
+    uw_sdp_stats s;
+    for (int mode = 0; mode < 3; mode++) {
+        sp_pair p;
+        uw_sdp_conn_cfg cc = cfg(false, SZ, 16), ac = cfg(true, SZ, 16);
+        cc.rcv_bufs_max = ac.rcv_bufs_max = cc.tx_slots_max = ac.tx_slots_max = 64;
+        assert_int_equal(sp_setup(&p, &cc, &ac), 0);
+        if (mode == 2) {
+            assert_int_equal(uw__sdp_conn_setopt(p.s[1].c, UW_SDP_OPT_RCVBUF, 16 * SZ), 0);
+            assert_int_equal(uw__sdp_conn_setopt(p.s[0].c, UW_SDP_OPT_SNDBUF, 16 * SZ), 0);
+        }
+        size_t sent = 0, got = 0;
+        for (int r = 0; r < ROUNDS; r++)
+            stream_round(&p, src, &sent, dst, &got, mode != 1);
+        assert_memory_equal(dst, src, got);
+        if (mode != 1)
+            assert_int_equal(got, sent);
+        int rcvbuf = uw__sdp_conn_getopt(p.s[1].c, UW_SDP_OPT_RCVBUF);
+        int sndbuf = uw__sdp_conn_getopt(p.s[0].c, UW_SDP_OPT_SNDBUF);
+        uw__sdp_conn_stats(p.s[1].c, &s);
+        uint32_t rx_grown = s.rx_grown;
+        uw__sdp_conn_stats(p.s[0].c, &s);
+        if (mode == 0) {
+            assert_int_equal(rcvbuf, 64 * SZ);
+            assert_int_equal(rx_grown, 2);
+            assert_int_equal(sndbuf, 64 * SZ);
+            assert_int_equal(s.tx_grown, 2);
+        } else if (mode == 1) {
+            assert_int_equal(rcvbuf, 16 * SZ);
+            assert_int_equal(rx_grown, 0);
+            assert_int_equal(sndbuf, 64 * SZ); /* the writer still ran into a full queue */
+        } else {
+            assert_int_equal(rcvbuf, 16 * SZ);
+            assert_int_equal(sndbuf, 16 * SZ);
+            assert_int_equal(rx_grown + s.tx_grown, 0);
+            assert_true(got > 0);
+        }
+        sp_free(&p);
+    }
 }
 
 /* Credits of the peer checked on receipt (10.5), MSeq order (10.1) and
@@ -1050,6 +1124,7 @@ int main(void)
         cmocka_unit_test(test_chrcvbuf),         cmocka_unit_test(test_nagle_and_cork),
         cmocka_unit_test(test_config_rejected),  cmocka_unit_test(test_mpa_limits),
         cmocka_unit_test(test_mseq_wrap),        cmocka_unit_test(test_poke_minimal_peer),
+        cmocka_unit_test(test_autotune),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
