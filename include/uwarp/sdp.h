@@ -100,6 +100,24 @@ int uw_sdp_stack_flush(uw_sdp_stack *st, int timeout_ms);
 enum { UW_SDP_FORK_PREPARE = 0, UW_SDP_FORK_PARENT = 1, UW_SDP_FORK_CHILD = 2 };
 void uw_sdp_stack_atfork(uw_sdp_stack *st, int phase);
 
+/* Driving the stack from the application's own waits. An event loop asleep
+ * in poll(), select() or epoll_wait() on mirrors (uw_sdp_fd) leaves the
+ * protocol to the progress thread, and every message then costs a thread
+ * hand-off. A library that intercepts those waits (the preload library)
+ * calls uw_sdp_stack_wait_begin() before sleeping: 0 and *fd, a descriptor
+ * to add to the wait (POLLIN), and *timeout_ms, the longest the wait may
+ * last (-1: no limit of the stack's), mean this thread drives until the
+ * matching uw_sdp_stack_wait_end() and the progress thread stands aside;
+ * -EBUSY (another thread drives) or -ENOENT (no SDP socket) mean wait as
+ * usual, the mirrors show everything. wait_end(fired) after the wait,
+ * always, in the same thread: fired says whether *fd was readable; the
+ * protocol then runs, and the mirrors show what it brought. A thread that
+ * drives once tells the stack that the application's waits drive it: a
+ * nonblocking call's EAGAIN then no longer calls the progress thread back
+ * at once (it takes over within 5 ms of the last drive). */
+int uw_sdp_stack_wait_begin(uw_sdp_stack *st, int *fd, int *timeout_ms);
+void uw_sdp_stack_wait_end(uw_sdp_stack *st, bool fired);
+
 /* Flags for uw_sdp_socket() and uw_sdp_accept(). */
 #define UW_SDP_NONBLOCK 0x1
 #define UW_SDP_CLOEXEC 0x2

@@ -36,6 +36,8 @@ struct uw_sdp_socket {
     uw_sdp_sock *next, *prev; /* every socket of the stack, closing ones too */
     uw_sdp_sock *dnext;       /* dirty list: readiness to refresh */
     bool dirty;
+    uint64_t serial;          /* unique in the stack: a freed socket's address and
+                                 descriptor numbers come back, this does not */
     int domain;
     int state; /* enum uw__sdp_sstate */
     bool nonblock;
@@ -110,11 +112,13 @@ struct uw_sdp_stack {
     unsigned driving;       /* application threads polling the context fd */
     uint64_t last_drive_ns; /* when the last one stopped */
     bool thr_aside;         /* the progress thread waits without the context fd */
+    bool app_drives;        /* uw_sdp_stack_wait_begin() was used: waits drive */
     bool thr_in_poll;       /* atomic: the progress thread is inside poll() */
     unsigned thr_polls;     /* atomic: poll() calls it has returned from */
     uw_sdp_stack_attr attr;
     uw_log_fn log;
     uw_sdp_sock *socks;
+    uint64_t sock_serial;
     uw_sdp_sock *dirty;
     uint64_t next_deadline_ns;  /* earliest socket deadline (0: none) */
     uint64_t thr_wake_ns;       /* when the sleeping progress thread looks again */
@@ -123,7 +127,7 @@ struct uw_sdp_stack {
     char pmd_control[108];
     char pm_server[64]; /* attr.pm_server as "ADDR:PORT" for the resolver */
     /* Counters for docs/sdp.md measurements (under the lock). */
-    unsigned long passes, thread_wakeups, app_waits;
+    unsigned long passes, thread_wakeups, app_waits, loop_waits;
 };
 
 /* sdp_stack.c: the lock. Unlocking first refreshes every dirty mirror. */

@@ -153,6 +153,11 @@ static void flow_fire(uw_sdp_sock *s)
 
 void uw__sdp_will_wait(uw_sdp_stack *st)
 {
+    /* An event loop whose waits drive the stack is about to wait in one:
+     * waking the progress thread now would only make it race that wait for
+     * the next message. */
+    if (st->app_drives)
+        return;
     st->last_drive_ns = 0;
     if (st->thr_aside && st->driving == 0) {
         st->thr_aside = false;
@@ -895,6 +900,44 @@ int uw__sdp_wait(uw_sdp_sock *s, short events, uint64_t deadline_ns)
     return 0;
 }
 
+int uw_sdp_stack_wait_begin(uw_sdp_stack *st, int *fd, int *timeout_ms)
+{
+    if (!st || !fd || !timeout_ms)
+        return -EINVAL;
+    uw__sdp_lock(st);
+    int rc = 0;
+    if (!st->socks) {
+        rc = -ENOENT;
+    } else if (st->driving > 0 && st->thr_running) {
+        rc = -EBUSY;
+    } else {
+        /* As in uw__sdp_wait: completions in the CQ make no fd readable. */
+        if (st->cq->count)
+            uw__sdp_progress(st);
+        st->driving++;
+        st->app_drives = true;
+        st->loop_waits++;
+        *fd = st->ctx_fd;
+        *timeout_ms = ms_until(st->next_deadline_ns, uw__now_ns());
+    }
+    uw__sdp_unlock(st);
+    return rc;
+}
+
+void uw_sdp_stack_wait_end(uw_sdp_stack *st, bool fired)
+{
+    if (!st)
+        return;
+    uw__sdp_lock(st);
+    uint64_t now = uw__now_ns();
+    if (st->driving)
+        st->driving--;
+    st->last_drive_ns = now;
+    if (fired || (st->next_deadline_ns && st->next_deadline_ns <= now) || st->cq->count)
+        uw__sdp_progress(st);
+    uw__sdp_unlock(st);
+}
+
 /* ---- The progress thread ------------------------------------------------------ */
 
 static void *thread_main(void *arg)
@@ -924,12 +967,12 @@ static void *thread_main(void *arg)
          * a connection waiting (then its mirror is readable until accept
          * finds none). At most UW__SDP_TCP_WATCH of them. */
         struct pollfd p[2 + UW__SDP_TCP_WATCH];
-        uw_sdp_sock *tl[UW__SDP_TCP_WATCH];
+        uint64_t tl[UW__SDP_TCP_WATCH];
         nfds_t nt = 0;
         st->thr_aside = aside;
         for (uw_sdp_sock *s = st->socks; s && nt < UW__SDP_TCP_WATCH; s = s->next)
             if (s->tcp_lfd >= 0 && !s->tcp_ready && s->state == UW__SS_LISTEN) {
-                tl[nt] = s;
+                tl[nt] = s->serial;
                 p[2 + nt++] = (struct pollfd){.fd = s->tcp_lfd, .events = POLLIN};
             }
         uw__sdp_unlock(st);
@@ -963,12 +1006,15 @@ static void *thread_main(void *arg)
             tmo = UW__SDP_ASIDE_MS;
         }
         for (nfds_t i = 0; n > 0 && i < nt; i++) {
-            if (!p[2 + i].revents)
+            /* Only POLLIN says a client waits: POLLNVAL comes when the
+             * listener was closed between the unlock and poll(), and then
+             * its number may already be a new listener's. */
+            if (!(p[2 + i].revents & POLLIN))
                 continue;
             /* Still there: the lock was released (sockets are freed only
              * under it, by their close or by reaping). */
             for (uw_sdp_sock *s = st->socks; s; s = s->next)
-                if (s == tl[i] && s->tcp_lfd == p[2 + i].fd) {
+                if (s->serial == tl[i] && s->tcp_lfd == p[2 + i].fd) {
                     s->tcp_ready = true;
                     uw__sdp_mark(s);
                 }
@@ -996,6 +1042,7 @@ int uw__sdp_sock_new(uw_sdp_stack *st, int domain, uw_sdp_sock **out)
     if (!s)
         return -ENOMEM;
     s->st = st;
+    s->serial = ++st->sock_serial;
     s->domain = domain;
     s->rd.a = s->rd.b = -1;
     s->bind_fd = s->pm_fd = s->tcp_lfd = s->tcp_fd = -1;

@@ -200,6 +200,14 @@ uw_sdp_stack *pl_stack(void)
     return st;
 }
 
+uw_sdp_stack *pl_stack_peek(void)
+{
+    pthread_mutex_lock(&stack_mu);
+    uw_sdp_stack *st = stack;
+    pthread_mutex_unlock(&stack_mu);
+    return st;
+}
+
 /* exit(): SDP data still queued in this process would be lost with it,
  * while TCP's kernel buffers outlive a process. Close what the application
  * left open (gracefully, as the kernel closes TCP sockets at exit) and give
@@ -213,7 +221,7 @@ __attribute__((destructor)) static void pl_fini(void)
     if (!st || pl_st.child)
         return;
     pl_tab_close_all();
-    if (atomic_load(&pl_live) != 0)
+    if (atomic_load(&pl_live) != 0 || atomic_load(&pl_waits) != 0)
         return;
     /* The kernel would go on sending a closed TCP socket's data after the
      * process exits; SDP data still in this process must leave first. At

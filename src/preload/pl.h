@@ -12,7 +12,10 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/epoll.h>
+#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -57,6 +60,13 @@ struct pl_real {
     int (*dup2)(int, int);
     int (*dup3)(int, int, int);
     int (*epoll_ctl)(int, int, int, struct epoll_event *);
+    int (*poll)(struct pollfd *, nfds_t, int);
+    int (*ppoll)(struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+    int (*select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+    int (*pselect)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *);
+    int (*epoll_wait)(int, struct epoll_event *, int, int);
+    int (*epoll_pwait)(int, struct epoll_event *, int, int, const sigset_t *);
+    int (*epoll_pwait2)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *);
 };
 
 extern struct pl_real pl_real;
@@ -165,6 +175,11 @@ extern struct pl_state pl_st;
 void pl_init(void);
 /* The SDP stack, created on first need; NULL (and logged once) if it cannot be. */
 uw_sdp_stack *pl_stack(void);
+/* The SDP stack if there is one (never creates it). */
+uw_sdp_stack *pl_stack_peek(void);
+/* Intercepted waits driving the stack now (wait.c): exit leaves the stack
+ * alone while one does. */
+extern _Atomic int pl_waits;
 /* Whether a warning was logged already for key (one bit each). */
 bool pl_once(unsigned key);
 enum { PL_ONCE_NO_PMD = 1u, PL_ONCE_FORK = 2u, PL_ONCE_STACK = 4u, PL_ONCE_EXEC = 8u };

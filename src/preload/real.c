@@ -166,6 +166,57 @@ static int sys_epoll_ctl(int ep, int op, int fd, struct epoll_event *ev)
     return (int)syscall(SYS_epoll_ctl, ep, op, fd, ev);
 }
 
+/* The kernel's sigset for the *_pwait and pselect calls is 8 octets
+ * (_NSIG / 8), not glibc's 128. */
+#define KSIGSET 8
+static int sys_ppoll(struct pollfd *f, nfds_t n, const struct timespec *t, const sigset_t *m)
+{
+    return (int)syscall(SYS_ppoll, f, n, t, m, KSIGSET);
+}
+static int sys_poll(struct pollfd *f, nfds_t n, int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    return sys_ppoll(f, n, ms < 0 ? NULL : &t, NULL);
+}
+static int sys_pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t,
+                       const sigset_t *m)
+{
+    /* pselect6 writes the time left back: a copy keeps the caller's const. */
+    struct timespec c, *tp = NULL;
+    if (t) {
+        c = *t;
+        tp = &c;
+    }
+    struct {
+        const sigset_t *ss;
+        size_t len;
+    } sm = {m, KSIGSET};
+    return (int)syscall(SYS_pselect6, n, r, w, e, tp, m ? &sm : NULL);
+}
+static int sys_select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv)
+{
+    return (int)syscall(SYS_select, n, r, w, e, tv);
+}
+static int sys_epoll_pwait(int ep, struct epoll_event *ev, int max, int ms, const sigset_t *m)
+{
+    return (int)syscall(SYS_epoll_pwait, ep, ev, max, ms, m, KSIGSET);
+}
+static int sys_epoll_wait(int ep, struct epoll_event *ev, int max, int ms)
+{
+    return sys_epoll_pwait(ep, ev, max, ms, NULL);
+}
+static int sys_epoll_pwait2(int ep, struct epoll_event *ev, int max, const struct timespec *t,
+                            const sigset_t *m)
+{
+#ifdef SYS_epoll_pwait2
+    return (int)syscall(SYS_epoll_pwait2, ep, ev, max, t, m, KSIGSET);
+#else
+    (void)ep, (void)ev, (void)max, (void)t, (void)m;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 struct pl_real pl_real = {
     .socket = sys_socket,
     .bind = sys_bind,
@@ -199,6 +250,13 @@ struct pl_real pl_real = {
     .dup2 = sys_dup2,
     .dup3 = sys_dup3,
     .epoll_ctl = sys_epoll_ctl,
+    .poll = sys_poll,
+    .ppoll = sys_ppoll,
+    .select = sys_select,
+    .pselect = sys_pselect,
+    .epoll_wait = sys_epoll_wait,
+    .epoll_pwait = sys_epoll_pwait,
+    .epoll_pwait2 = sys_epoll_pwait2,
 };
 
 _Atomic int pl_real_ready;
@@ -253,6 +311,13 @@ void pl_real_init(void)
         RESOLVE(dup2, "dup2");
         RESOLVE(dup3, "dup3");
         RESOLVE(epoll_ctl, "epoll_ctl");
+        RESOLVE(poll, "poll");
+        RESOLVE(ppoll, "ppoll");
+        RESOLVE(select, "select");
+        RESOLVE(pselect, "pselect");
+        RESOLVE(epoll_wait, "epoll_wait");
+        RESOLVE(epoll_pwait, "epoll_pwait");
+        RESOLVE(epoll_pwait2, "epoll_pwait2");
         pl_real = t;
         atomic_store_explicit(&pl_real_ready, 1, memory_order_release);
     }

@@ -186,6 +186,10 @@ void alarm_ms(int ms);       /* one-shot ITIMER_REAL (0: cancel) */
     X(epoll_many_before_connect) \
     X(epoll_listener)            \
     X(nonblock_full)             \
+    X(wait_timeouts)             \
+    X(wait_wakes)                \
+    X(wait_errors)               \
+    X(wait_eintr)                \
     X(reset_epipe)               \
     X(reset_unread)              \
     X(write_after_close)         \

@@ -487,6 +487,59 @@ static void test_epoll_et(void **state)
     pair_close(&p);
 }
 
+/* An event loop that drives the stack from its own wait
+ * (uw_sdp_stack_wait_begin/end): everything arrives, the context
+ * descriptor is what wakes it, and only one thread drives at a time. */
+static void test_loop_drives(void **state)
+{
+    (void)state;
+    uw_sdp_stack *empty = stack_new("e", true);
+    int cfd, tmo;
+    assert_int_equal(uw_sdp_stack_wait_begin(empty, &cfd, &tmo), -ENOENT);
+    assert_int_equal(uw_sdp_stack_destroy(empty), 0);
+    pair p;
+    pair_open(&p, AF_INET, true);
+    int one = 1;
+    assert_int_equal(uw_sdp_ioctl(p.c, FIONBIO, &one), 0);
+    feeder f = {p.s, 1u << 20};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, feed, &f), 0);
+    size_t got = 0;
+    int fired_n = 0, loops = 0;
+    bool eof = false;
+    static uint8_t buf[1 << 16];
+    while (!eof) {
+        assert_int_equal(uw_sdp_stack_wait_begin(p.sa, &cfd, &tmo), 0);
+        int c2, t2;
+        assert_int_equal(uw_sdp_stack_wait_begin(p.sa, &c2, &t2), -EBUSY);
+        struct pollfd pf[2] = {{.fd = uw_sdp_fd(p.c), .events = POLLIN}, {.fd = cfd, .events = POLLIN}};
+        int n = poll(pf, 2, T_MS);
+        assert_true(n > 0);
+        bool fired = pf[1].revents != 0;
+        fired_n += fired;
+        loops++;
+        uw_sdp_stack_wait_end(p.sa, fired);
+        for (;;) {
+            ssize_t r = uw_sdp_recv(p.c, buf, sizeof(buf), 0);
+            if (r == -EAGAIN)
+                break;
+            assert_true(r >= 0);
+            if (r == 0) {
+                eof = true;
+                break;
+            }
+            for (ssize_t i = 0; i < r; i++)
+                assert_int_equal(buf[i], (uint8_t)(got + (size_t)i));
+            got += (size_t)r;
+        }
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(got, f.total);
+    assert_true(fired_n > 0);
+    fprintf(stderr, "# loop drives: %zu octets, %d waits, %d woken by the stack\n", got, loops, fired_n);
+    pair_close(&p);
+}
+
 static void test_peek_waitall_iov(void **state)
 {
     (void)state;
@@ -1438,6 +1491,7 @@ int main(void)
         cmocka_unit_test(test_resources_freed),
         cmocka_unit_test(test_cork_ceiling),
         cmocka_unit_test(test_epoll_et),
+        cmocka_unit_test(test_loop_drives),
         cmocka_unit_test(test_bulk_both_ways),
         cmocka_unit_test(test_pm_fallback),
         cmocka_unit_test(test_peer_rcvbuf),
