@@ -10,12 +10,14 @@ cd "$(dirname "$0")/.."
 
 JOBS=$(nproc)
 echo "== gcc Release -Werror"
-cmake -S . -B build-ci-gcc -DCMAKE_BUILD_TYPE=Release -DUW_WERROR=ON -DCMAKE_C_COMPILER=gcc >/dev/null
+cmake -S . -B build-ci-gcc -DCMAKE_BUILD_TYPE=Release -DUW_WERROR=ON -DUW_REQUIRE_CMOCKA=ON \
+      -DCMAKE_C_COMPILER=gcc >/dev/null
 cmake --build build-ci-gcc -j "$JOBS"
 ctest --test-dir build-ci-gcc -j "$JOBS" --output-on-failure --timeout 600
 
 echo "== clang ASan+UBSan -Werror + fuzzers"
 cmake -S . -B build-ci-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUW_WERROR=ON -DUW_SANITIZE=ON \
+      -DUW_REQUIRE_CMOCKA=ON \
       -DUW_FUZZ=ON -DCMAKE_C_COMPILER=clang >/dev/null
 cmake --build build-ci-asan -j "$JOBS"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

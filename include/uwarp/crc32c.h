@@ -24,6 +24,9 @@
 extern "C" {
 #endif
 
+/* Exported from libuwarp.so, which is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
+
 static inline uint32_t uw_crc32c_init(void)
 {
     return 0xFFFFFFFFu;
@@ -62,6 +65,8 @@ const char *uw_crc32c_impl_name(uw_crc32c_impl impl);
 
 /* uw_crc32c_update() with a forced implementation. impl must be available. */
 uint32_t uw_crc32c_update_impl(uw_crc32c_impl impl, uint32_t state, const void *buf, size_t len);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

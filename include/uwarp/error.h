@@ -7,7 +7,9 @@
  * people, uw_err_name() a stable identifier for logs and JSON.
  *
  * Thread-safety: all functions here are pure and may be called from any
- * thread. Returned strings are static and must not be freed.
+ * thread. Returned strings are static and must not be freed (with a C
+ * library older than glibc 2.32, the C library's message for a raw errno
+ * value lives in a per-thread buffer until that thread's next call).
  */
 #ifndef UWARP_ERROR_H
 #define UWARP_ERROR_H
@@ -15,6 +17,9 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Exported from libuwarp.so, which is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
 
 /* X(name, value, message) */
 #define UW_ERRNO_MAP(X)                                                                            \
@@ -88,12 +93,16 @@ enum uw_error {
 #undef UW__ERR_ENUM
 };
 
-/* A human-readable sentence for err; "unknown error" for unknown codes. */
+/* A human-readable sentence for err. A negative errno value that is not
+ * one of the codes above (-EMFILE, -EACCES, ...) gets the C library's
+ * message; anything else "unknown error". */
 const char *uw_strerror(int err);
 
 /* A stable identifier: the enum name without its "UW_" prefix, such as
  * "EMPA_CRC"; "OK" for 0 and "UNKNOWN" otherwise. */
 const char *uw_err_name(int err);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

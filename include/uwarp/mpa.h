@@ -37,6 +37,9 @@
 extern "C" {
 #endif
 
+/* Exported from libuwarp.so, which is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
+
 #define UW_MPA_MARKER_INTERVAL 512u
 #define UW_MPA_MARKER_LEN 4u
 #define UW_MPA_MAX_PD 512u        /* RFC 5044 7.1.1: private data limit, RFC 6581 word included */
@@ -354,6 +357,8 @@ int uw_mpa_respond(const uw_mpa_policy *pol, const uw_mpa_frame *req, bool rejec
  * (no RTR type in common or the connection model differs, code 7), UW_EINVAL. */
 int uw_mpa_accept_reply(const uw_mpa_policy *pol, const uw_mpa_frame *req,
                         const uw_mpa_frame *rep, uw_mpa_params *params);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

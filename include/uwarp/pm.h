@@ -36,6 +36,9 @@
 extern "C" {
 #endif
 
+/* Exported from libuwarp.so, which is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
+
 #define UW_PM_PORT 3935u  /* section 16: the IANA port of the PMSP */
 #define UW_PM_MSG_LEN 48u /* Figure 17: 4 + 4 + 8 + 16 + 16 octets */
 #define UW_PM_NS_PER_MS 1000000ull
@@ -393,6 +396,8 @@ void uw_pm_server_tick(uw_pm_server *s, uint64_t now);
 uint64_t uw_pm_server_next_deadline(const uw_pm_server *s);
 
 void uw_pm_server_stats_get(const uw_pm_server *s, uw_pm_server_stats *out);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -56,6 +56,9 @@
 extern "C" {
 #endif
 
+/* Exported from libuwarp.so, which is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
+
 typedef struct uw_sdp_stack uw_sdp_stack;
 /* The type is uw_sdp_sock: a typedef named uw_sdp_socket would collide with
  * the function uw_sdp_socket() (one namespace for both in C). */
@@ -223,6 +226,8 @@ typedef struct uw_sdp_info {
                                          mapped SDP port); llp_peer_len 0 if none */
     socklen_t llp_peer_len;
 } uw_sdp_info;
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

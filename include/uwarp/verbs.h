@@ -48,6 +48,9 @@
 extern "C" {
 #endif
 
+/* Exported from libuwarp.so, which is built with -fvisibility=hidden. */
+#pragma GCC visibility push(default)
+
 typedef struct uw_ctx uw_ctx;
 typedef struct uw_pd uw_pd;
 typedef struct uw_mr uw_mr;
@@ -73,7 +76,9 @@ typedef struct uw_ctx_attr {
 /* Creates a context. attr may be NULL. Errors: UW_ENOMEM, or a negative errno
  * from epoll_create1/eventfd. */
 int uw_ctx_create(uw_ctx **out, const uw_ctx_attr *attr);
-/* UW_EBUSY while any object created from it exists. */
+/* UW_EBUSY while any object created from it exists. Sockets still closing
+ * for destroyed QPs (uw_qp_destroy()) are finished first: this blocks until
+ * what they owe the peer has been acknowledged, at most 2 s. */
 int uw_ctx_destroy(uw_ctx *ctx);
 /* The context's file descriptor (see "Progress model"). Owned by the
  * context: do not close it. Level-triggered: after it polls readable, call a
@@ -231,9 +236,13 @@ enum uw_qp_state {
 int uw_qp_create(uw_ctx *ctx, const uw_qp_attr *attr, uw_qp **out);
 /* Frees the QP. A live connection is aborted (RST) and outstanding requests
  * are dropped without completions. A QP that is CLOSED (both directions shut
- * gracefully) is closed without RST; a rejected one first writes out what
- * remains of its Reply and shuts down its direction, so destroying right
- * after uw_reject() does not lose the Reply. */
+ * gracefully) is closed without RST. A connection that still owes the peer
+ * an orderly end is not reset: after uw_reject() (the rest of the Reply),
+ * after a Terminate (sent or still queued) and after uw_disconnect() (what
+ * was queued), the context keeps the socket after this returns, writes
+ * those octets, shuts down our direction and discards what arrives until
+ * the peer's FIN or 2 s, then closes it. The application's buffers are
+ * free at once: queued octets are copied. */
 int uw_qp_destroy(uw_qp *qp);
 int uw_qp_state(const uw_qp *qp);
 /* Posts an array of n requests; the requests and their scatter lists are
@@ -364,6 +373,8 @@ int uw_qp_mpa_params(const uw_qp *qp, uw_mpa_params *out);
  * the connection; with markers it never grows past the MULPDU of the path
  * MTU's MSS, which sizes the transmit slots at the start. */
 uint32_t uw_qp_mulpdu(const uw_qp *qp);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -55,6 +55,9 @@ void uw__ctx_arm_timer(uw_ctx *c)
     for (uw_qp *q = c->qps; q; q = q->next)
         if (q->deadline_ns && (!first || q->deadline_ns < first))
             first = q->deadline_ns;
+    uint64_t o = uw__orphans_timers(c, 0);
+    if (o && (!first || o < first))
+        first = o;
     /* A syscall per progress call is measurable: only touch the timer when
      * the earliest deadline moves. */
     if (first == c->timer_ns)
@@ -299,6 +302,17 @@ static int do_rx(uw_qp *qp)
     return 0;
 }
 
+/* A send refused because the peer reset the connection: what the peer sent
+ * before its reset is still readable, and a Terminate there says more than
+ * the reset does. */
+static int tx_failed(uw_qp *qp, int r)
+{
+    if ((r == UW_ECONNRESET || r == UW_EPIPE) && !qp->dead && !qp->eof_seen &&
+        do_rx(qp) == UW_ETERM_RECEIVED)
+        return UW_ETERM_RECEIVED;
+    return r;
+}
+
 static void linger(uw_qp *qp)
 {
     while (qp->hs_off < qp->hs_len) {
@@ -396,7 +410,7 @@ static void service(uw_qp *qp, unsigned events)
         return;
     r = do_tx(qp);
     if (r < 0) {
-        qp_fail(qp, r);
+        qp_fail(qp, tx_failed(qp, r));
         return;
     }
     if (qp->cm != UW__CM_RTS) {
@@ -437,6 +451,7 @@ static void timers(uw_ctx *c)
         uw__set_deadline(q, 1); /* marks "during startup" for qp_fail */
         qp_fail(q, UW_ETIMEDOUT);
     }
+    uw__orphans_timers(c, now);
 }
 
 /* One established connection: a non-blocking pass can go to its socket
@@ -553,6 +568,8 @@ static int progress(uw_ctx *c, int timeout_ms)
         int *tag = evs[i].data.ptr;
         if (*tag == UW__EP_LISTENER) {
             uw__cm_accept_fd((uw_listener *)tag);
+        } else if (*tag == UW__EP_ORPHAN) {
+            uw__orphan_service((struct uw__orphan *)tag); /* may free it */
         } else {
             uw_qp *q = (uw_qp *)tag;
             uw__kick(q);
@@ -653,7 +670,7 @@ void uw__qp_doorbell(uw_qp *qp)
     }
     int r = do_tx(qp);
     if (r < 0) {
-        qp_fail(qp, r);
+        qp_fail(qp, tx_failed(qp, r));
         return;
     }
     /* What did not fit in the socket waits for EPOLLOUT. */

@@ -415,3 +415,52 @@ void uw__qp_terminate(uw_qp *qp, int err, const uw__ddp_hdr *h, const uint8_t *r
     uw__log(qp->ctx, UW_LOG_WARN, "QP[%u]: sending Terminate: %s (%s)", qp->id,
             uw_term_describe(t->term), uw_strerror(err));
 }
+
+ssize_t uw__qp_tx_take(uw_qp *qp, uint8_t **out)
+{
+    const uw_allocator *a = &qp->ctx->alloc;
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    *out = NULL;
+    for (;;) {
+        struct iovec iov[UW__TX_IOV];
+        int n = uw__qp_tx_iov(qp, iov, UW__TX_IOV);
+        if (n <= 0)
+            break;
+        /* The requests are being dropped with the QP: nothing to complete. */
+        for (uint32_t i = 0; i < qp->txf_count; i++) {
+            struct uw__txf *f = &qp->txf[(qp->txf_head + i) % UW__TX_FRAMES];
+            if (f->kind != UW__TXK_TERM)
+                f->kind = UW__TXK_NONE;
+        }
+        size_t add = 0;
+        for (int i = 0; i < n; i++)
+            add += iov[i].iov_len;
+        if (len + add > cap) {
+            size_t ncap = cap ? cap : 4096;
+            while (ncap < len + add)
+                ncap *= 2;
+            uint8_t *nb = a->alloc(a->ud, ncap);
+            if (!nb) {
+                a->free(a->ud, buf);
+                return UW_ENOMEM;
+            }
+            if (len)
+                memcpy(nb, buf, len);
+            a->free(a->ud, buf);
+            buf = nb;
+            cap = ncap;
+        }
+        for (int i = 0; i < n; i++) {
+            memcpy(buf + len, iov[i].iov_base, iov[i].iov_len);
+            len += iov[i].iov_len;
+        }
+        uw__qp_tx_advance(qp, add);
+    }
+    if (!len) {
+        a->free(a->ud, buf);
+        return 0;
+    }
+    *out = buf;
+    return (ssize_t)len;
+}

@@ -81,6 +81,8 @@ struct uw_ctx {
     uw_qp *qps;        /* every QP */
     uw_qp *ready_head, *ready_tail; /* kicked QPs waiting for a progress pass */
     bool deadline_dirty;  /* a QP's deadline changed since the timerfd was armed */
+    /* Sockets of destroyed QPs still closing in order (io/linger.c). */
+    struct uw__orphan *orphans;
     /* STag table: index = stag >> 8, key = stag & 0xFF. */
     uw_mr **mrs;
     uint8_t *mr_key;
@@ -316,7 +318,24 @@ struct uw_listener {
 
 /* Objects of the engine's epoll set start with one of these tags; the
  * context's own fds are marked by these small data.u64 values instead. */
-enum { UW__EP_QP = 1, UW__EP_LISTENER = 2 };
+enum { UW__EP_QP = 1, UW__EP_LISTENER = 2, UW__EP_ORPHAN = 3 };
+
+/* The socket of a destroyed QP that still owes the peer an orderly end
+ * (a Terminate, a reject Reply, a graceful close): it writes what is left,
+ * sends FIN and reads (discarding) until the peer's FIN or its deadline,
+ * then closes. Closing with unread data would make the kernel answer with
+ * a reset, and a reset destroys whatever of ours is still in flight. */
+struct uw__orphan {
+    int tag;              /* UW__EP_ORPHAN: first, as the epoll data names it */
+    uw_ctx *ctx;
+    struct uw__orphan *next;
+    int fd;
+    uint8_t *out;         /* octets still owed before our FIN (ctx allocator) */
+    size_t out_len, out_off;
+    bool fin_sent;
+    unsigned epmask;
+    uint64_t deadline_ns;
+};
 enum { UW__EP_EVFD = 1, UW__EP_TIMERFD = 2 };
 
 /* Marks qp as having work and queues it for the next progress pass, so that
@@ -386,6 +405,24 @@ int uw__qp_rx_advance(uw_qp *qp, size_t n);
 int uw__qp_rx_feed(uw_qp *qp, const void *data, size_t len);
 /* The stream ended (FIN): 0 at an FPDU boundary, else UW_EMPA_TRUNCATED. */
 int uw__qp_rx_eof(uw_qp *qp);
+
+/* For a QP destroyed while octets are still owed to the wire: copies every
+ * unsent octet (frames built, then what is queued) into one buffer from the
+ * context's allocator and marks it sent. Frames taken this way complete no
+ * request. Returns the count (*out NULL when 0) or UW_ENOMEM. */
+ssize_t uw__qp_tx_take(uw_qp *qp, uint8_t **out);
+
+/* io/linger.c */
+/* Closes qp's socket for uw_qp_destroy(): abortively (RST) for a live
+ * connection, as the API promises, else by handing it to an orphan. */
+void uw__qp_close_socket(uw_qp *qp);
+void uw__orphan_service(struct uw__orphan *o);
+/* Closes orphans whose deadline has passed; returns the earliest deadline
+ * left (0: none). */
+uint64_t uw__orphans_timers(uw_ctx *c, uint64_t now);
+/* Context destroy: drives every orphan to its end, blocking at most until
+ * the latest deadline. */
+void uw__orphans_finish(uw_ctx *c);
 
 /* io/engine.c, io/cm.c */
 void uw__qp_update_io(uw_qp *qp);

@@ -84,6 +84,7 @@ int uw_ctx_destroy(uw_ctx *c)
         return UW_EINVAL;
     if (c->npd || c->ncq || c->nqp || c->nlisten)
         return UW_EBUSY;
+    uw__orphans_finish(c);
     for (struct uw__evnode *n = c->ev_head; n;) {
         struct uw__evnode *next = n->next;
         c->alloc.free(c->alloc.ud, n);

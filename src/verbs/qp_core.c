@@ -3,7 +3,6 @@
  * socket and connection handling in io/. */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "verbs/internal.h"
 
@@ -66,30 +65,9 @@ int uw_qp_destroy(uw_qp *qp)
     if (!qp)
         return UW_EINVAL;
     uw_ctx *c = qp->ctx;
-    if (qp->fd >= 0) {
-        if (qp->cm == UW__CM_LINGER && qp->linger_silent && qp->state == UW_QPS_CLOSED) {
-            /* A rejected QP: the rest of the Reply (small, into an empty
-             * socket buffer) and our FIN still go out. */
-            while (qp->hs_off < qp->hs_len) {
-                ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off,
-                                 MSG_NOSIGNAL | MSG_DONTWAIT);
-                if (w <= 0)
-                    break;
-                qp->hs_off += (uint32_t)w;
-            }
-            shutdown(qp->fd, SHUT_WR);
-        } else if (qp->release_fin && qp->state != UW_QPS_ERROR) {
-            /* The ULP closed gracefully and everything it sent is with TCP
-             * (SDP after its DisConn): the kernel delivers the rest. */
-            shutdown(qp->fd, SHUT_WR);
-        } else if (qp->state != UW_QPS_CLOSED) {
-            /* Abortive: an application that destroys a live QP does not wait. */
-            struct linger lg = {.l_onoff = 1, .l_linger = 0};
-            setsockopt(qp->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-        }
-        close(qp->fd); /* also leaves the epoll set */
-        qp->fd = -1;
-    }
+    /* Lingering closes belong to the context (io/linger.c), so they go on
+     * after this returns. */
+    uw__qp_close_socket(qp);
     if (c->detached == qp)
         c->detached = NULL;
     if (qp->listener) {

@@ -353,6 +353,73 @@ static void test_bad_stag(void **st)
     pair_fini(&p);
 }
 
+/* The side that sends a Terminate is destroyed at once, with a megabyte of
+ * the peer's Sends still unread: its socket lingers in the context (no
+ * reset), so the Terminate arrives; the context destroy that follows
+ * finishes the lingering close. */
+static void test_destroy_after_terminate(void **st)
+{
+    (void)st;
+    pair p;
+    assert_int_equal(connect_pair(&p, NULL, NULL, false), UW_CM_ESTABLISHED);
+    /* b posted no receive: the first Send is a DDP error. */
+    for (uint32_t i = 0; i < 16; i++) {
+        uw_sge ss = {(uint64_t)(uintptr_t)p.a.buf + i * 65536u, 65536, uw_mr_stag(p.a.mr)};
+        uw_send_wr sw = {.wr_id = i, .opcode = UW_WR_SEND, .sg_list = &ss, .num_sge = 1};
+        assert_int_equal(uw_post_send(p.a.qp, &sw, 1, NULL), 0);
+    }
+    uw_cm_event ev;
+    assert_int_equal(next_event(&p, &p.b, &ev), 1);
+    assert_int_equal(ev.type, UW_CM_TERMINATED);
+    assert_false(ev.term_received);
+    uw_term sent = ev.term;
+    assert_int_equal(uw_qp_destroy(p.b.qp), 0);
+    p.b.qp = NULL;
+    assert_int_equal(next_event(&p, &p.a, &ev), 1);
+    assert_int_equal(ev.type, UW_CM_TERMINATED);
+    assert_true(ev.term_received);
+    assert_int_equal(ev.term.layer, sent.layer);
+    assert_int_equal(ev.term.etype, sent.etype);
+    assert_int_equal(ev.term.ecode, sent.ecode);
+    pair_fini(&p);
+}
+
+/* uw_disconnect() then uw_qp_destroy() at once, with most of a large Send
+ * still queued in the QP: the queued octets are copied and still go out,
+ * then FIN, and the peer gets the whole message. */
+static void test_disconnect_then_destroy(void **st)
+{
+    (void)st;
+    pair p;
+    assert_int_equal(connect_pair(&p, NULL, NULL, false), UW_CM_ESTABLISHED);
+    const uint32_t len = BUF - 4096;
+    uw_sge rs = {(uint64_t)(uintptr_t)p.b.buf, BUF, uw_mr_stag(p.b.mr)};
+    uw_recv_wr rw = {.wr_id = 5, .sg_list = &rs, .num_sge = 1};
+    assert_int_equal(uw_post_recv(p.b.qp, &rw, 1, NULL), 0);
+    fill(p.a.buf, len, 77);
+    uw_sge ss = {(uint64_t)(uintptr_t)p.a.buf, len, uw_mr_stag(p.a.mr)};
+    uw_send_wr sw = {.wr_id = 1, .opcode = UW_WR_SEND, .sg_list = &ss, .num_sge = 1};
+    assert_int_equal(uw_post_send(p.a.qp, &sw, 1, NULL), 0);
+    assert_int_equal(uw_disconnect(p.a.qp), 0);
+    assert_int_equal(uw_qp_destroy(p.a.qp), 0);
+    p.a.qp = NULL;
+    /* The application's buffer is free at once: the copy goes out. */
+    uint8_t *want = malloc(len);
+    assert_non_null(want);
+    memcpy(want, p.a.buf, len);
+    memset(p.a.buf, 0, len);
+    uw_wc wc;
+    assert_int_equal(wait_wc(&p, &p.b, &wc), 1);
+    assert_int_equal(wc.status, UW_WC_SUCCESS);
+    assert_int_equal(wc.byte_len, len);
+    assert_memory_equal(p.b.buf, want, len);
+    free(want);
+    uw_cm_event ev;
+    assert_int_equal(next_event(&p, &p.b, &ev), 1);
+    assert_int_equal(ev.type, UW_CM_DISCONNECTED);
+    pair_fini(&p);
+}
+
 /* A receive CQ far smaller than the burst: the receiver pauses while the
  * CQ is full, with octets staged, and must resume where it stopped once the
  * application polls. */
@@ -595,6 +662,8 @@ int main(void)
         cmocka_unit_test(test_mulpdu_follows_emss),
         cmocka_unit_test(test_reject),
         cmocka_unit_test(test_bad_stag),
+        cmocka_unit_test(test_destroy_after_terminate),
+        cmocka_unit_test(test_disconnect_then_destroy),
         cmocka_unit_test(test_small_cq_pause),
         cmocka_unit_test(test_busy_then_wait),
         cmocka_unit_test(test_server_sleeps_detached),
