@@ -19,6 +19,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,10 +64,16 @@ struct uw__pm_resolver {
     uw_pm_udp_addr server;
     uint16_t server_port;
     uint64_t next_assoc;
-    uw__pm_cache cache;
-    neg_entry *neg;
+    size_t cap;         /* entries in each cache at most */
+    uw__pm_cache cache; /* allocated on the first PMAccept */
+    neg_entry *neg;     /* grows from NEG_FIRST entries up to cap */
     size_t neg_cap;
 };
+
+/* The first negative cache: a program that never meets SDP remembers one
+ * or two port mappers, and a resolver that touches 40 KiB of tables costs
+ * a dozen page faults before its first datagram. */
+#define NEG_FIRST 8
 
 static uint64_t now_ns(void)
 {
@@ -273,52 +280,71 @@ static bool is_unreachable(int uw)
 /* ------------------------------------------------------------------------ */
 /* Create / destroy                                                          */
 
-int uw__pm_resolver_create(uw__pm_resolver **out, const uw__pm_resolver_opts *opts)
+/* What a resolver's options come to (create, and the published resolver's
+ * match). */
+typedef struct settings {
+    uint64_t timeout_ns;
+    unsigned retries;
+    uint64_t neg_ns;
+    size_t cap;
+    bool have_server;
+    uw_pm_udp_addr server;
+    uint16_t server_port;
+} settings;
+
+static int settings_from(const uw__pm_resolver_opts *opts, settings *out)
 {
-    if (!out)
-        return UW_EINVAL;
-    *out = NULL;
     uw__pm_resolver_opts o;
     memset(&o, 0, sizeof(o));
     if (opts)
         o = *opts;
+    memset(out, 0, sizeof(*out));
     if (o.timeout_ms < 0)
         return UW_EINVAL;
-    uw__pm_resolver *r = calloc(1, sizeof(*r));
-    if (!r)
-        return UW_ENOMEM;
-    r->timeout_ns = (uint64_t)(o.timeout_ms ? o.timeout_ms : 1000) * UW_PM_NS_PER_MS;
-    r->retries = o.retries == UW_PM_NO_RETRY ? 0 : o.retries ? o.retries : 2;
-    if (r->retries > MAX_RETRIES)
-        r->retries = MAX_RETRIES;
-    r->neg_ns = o.neg_cache_ms < 0
-                    ? 0
-                    : (uint64_t)(o.neg_cache_ms ? o.neg_cache_ms : 30000) * UW_PM_NS_PER_MS;
-    r->server_port = o.server_port ? o.server_port : UW_PM_PORT;
+    out->timeout_ns = (uint64_t)(o.timeout_ms ? o.timeout_ms : 1000) * UW_PM_NS_PER_MS;
+    out->retries = o.retries == UW_PM_NO_RETRY ? 0 : o.retries ? o.retries : 2;
+    if (out->retries > MAX_RETRIES)
+        out->retries = MAX_RETRIES;
+    out->neg_ns = o.neg_cache_ms < 0
+                      ? 0
+                      : (uint64_t)(o.neg_cache_ms ? o.neg_cache_ms : 30000) * UW_PM_NS_PER_MS;
+    out->server_port = o.server_port ? o.server_port : UW_PM_PORT;
+    out->cap = o.cache_max ? o.cache_max : 256;
     const char *server = o.server;
     if (!server && !o.ignore_env) {
         const char *env = getenv(UW__PM_SERVER_ENV);
         if (env && *env)
             server = env;
     }
-    int rc = 0;
     if (server) {
-        rc = parse_server(server, &r->server);
-        r->have_server = true;
+        out->have_server = true;
+        return parse_server(server, &out->server);
     }
-    size_t cap = o.cache_max ? o.cache_max : 256;
-    r->neg_cap = cap;
-    if (rc == 0) {
-        r->neg = calloc(cap, sizeof(*r->neg));
-        rc = !r->neg || uw__pm_cache_init(&r->cache, cap, NULL) != 0 ? UW_ENOMEM : 0;
-    }
-    if (rc == 0 && pthread_mutex_init(&r->mu, NULL) != 0)
-        rc = UW_ENOMEM;
-    if (rc) {
-        uw__pm_cache_free(&r->cache);
-        free(r->neg);
-        free(r);
+    return 0;
+}
+
+int uw__pm_resolver_create(uw__pm_resolver **out, const uw__pm_resolver_opts *opts)
+{
+    if (!out)
+        return UW_EINVAL;
+    *out = NULL;
+    settings cfg;
+    int rc = settings_from(opts, &cfg);
+    if (rc)
         return rc;
+    uw__pm_resolver *r = calloc(1, sizeof(*r));
+    if (!r)
+        return UW_ENOMEM;
+    r->timeout_ns = cfg.timeout_ns;
+    r->retries = cfg.retries;
+    r->neg_ns = cfg.neg_ns;
+    r->server_port = cfg.server_port;
+    r->have_server = cfg.have_server;
+    r->server = cfg.server;
+    r->cap = cfg.cap;
+    if (pthread_mutex_init(&r->mu, NULL) != 0) {
+        free(r);
+        return UW_ENOMEM;
     }
     r->next_assoc = random64(r);
     *out = r;
@@ -369,7 +395,7 @@ static const neg_entry *neg_find(uw__pm_resolver *r, int reason_class, const uw_
 static void neg_put(uw__pm_resolver *r, int reason, const uw_pm_udp_addr *server,
                     const uw__pm_cache_key *k, uint64_t now)
 {
-    if (r->neg_ns == 0 || r->neg_cap == 0)
+    if (r->neg_ns == 0 || r->cap == 0)
         return;
     neg_entry *slot = NULL;
     for (size_t i = 0; i < r->neg_cap && !slot; i++)
@@ -378,6 +404,20 @@ static void neg_put(uw__pm_resolver *r, int reason, const uw_pm_udp_addr *server
     for (size_t i = 0; i < r->neg_cap && !slot; i++)
         if (!r->neg[i].used || now >= r->neg[i].until)
             slot = &r->neg[i];
+    if (!slot && r->neg_cap < r->cap) { /* room to grow */
+        size_t n = r->neg_cap ? r->neg_cap * 2 : NEG_FIRST;
+        if (n > r->cap)
+            n = r->cap;
+        neg_entry *g = realloc(r->neg, n * sizeof(*g));
+        if (g) {
+            memset(g + r->neg_cap, 0, (n - r->neg_cap) * sizeof(*g));
+            slot = &g[r->neg_cap];
+            r->neg = g;
+            r->neg_cap = n;
+        } else if (r->neg_cap == 0) {
+            return; /* no memory: not remembered */
+        }
+    }
     if (!slot) { /* full: the entry that would expire first goes */
         slot = &r->neg[0];
         for (size_t i = 1; i < r->neg_cap; i++)
@@ -682,8 +722,15 @@ int uw__pm_resolve(uw__pm_resolver *r, const struct sockaddr *dst, socklen_t dst
     }
 
     int rc = open_pm_socket(&c);
-    if (rc == 0)
-        rc = find_cp_ip(&c, r->have_server, c.key.cp_ip);
+    if (rc == 0) {
+        /* A configured port mapper on the destination host itself (the
+         * usual UWARP_PM_SERVER on one machine) is routed as the
+         * destination is: its socket's address is the source, no probe. */
+        bool probe = r->have_server && !(c.server.ipv == c.dst.ipv &&
+                                         uw__pm_ip_eq(c.dst.ipv, c.server.ip, c.dst.ip) &&
+                                         c.server.scope_id == c.dst.scope);
+        rc = find_cp_ip(&c, probe, c.key.cp_ip);
+    }
     if (rc) {
         bool unreach = is_unreachable(rc);
         set_conventional(&c, unreach ? UW__PM_RES_UNREACHABLE : UW__PM_RES_ERROR, rc);
@@ -753,8 +800,12 @@ int uw__pm_resolve(uw__pm_resolver *r, const struct sockaddr *dst, socklen_t dst
     }
     pthread_mutex_lock(&r->mu);
     if (res.outcome == UW_PM_USE_SDP) {
-        /* 7.3.1.4: cached for PmTime from the receipt of the PMAccept. */
-        uw__pm_cache_put(&r->cache, &c.key, res.ip, res.port, res.pmtime, now);
+        /* 7.3.1.4: cached for PmTime from the receipt of the PMAccept
+         * (not at all if the cache cannot be had: no memory). */
+        if (!r->cache.e && uw__pm_cache_init(&r->cache, r->cap, NULL) != 0)
+            uw__pm_cache_free(&r->cache); /* capacity 0 again: lookups find nothing */
+        if (r->cache.e)
+            uw__pm_cache_put(&r->cache, &c.key, res.ip, res.port, res.pmtime, now);
     } else if (res.reason == UW_PM_R_DENY) {
         neg_put(r, UW__PM_RES_DENY, &c.server, &c.key, now);
     } else {
@@ -811,4 +862,63 @@ void uw__pm_resolver_flush(uw__pm_resolver *r)
     for (size_t i = 0; i < r->neg_cap; i++)
         r->neg[i].used = false;
     pthread_mutex_unlock(&r->mu);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The published resolver                                                    */
+
+static _Atomic(uw__pm_resolver *) published;
+
+void uw__pm_resolver_publish(uw__pm_resolver *r)
+{
+    atomic_store(&published, r);
+}
+
+uw__pm_resolver *uw__pm_resolver_published(const uw__pm_resolver_opts *opts)
+{
+    uw__pm_resolver *r = atomic_load(&published);
+    settings cfg;
+    if (!r || settings_from(opts, &cfg) != 0)
+        return NULL;
+    bool same = cfg.timeout_ns == r->timeout_ns && cfg.retries == r->retries &&
+                cfg.neg_ns == r->neg_ns && cfg.cap == r->cap && cfg.server_port == r->server_port &&
+                cfg.have_server == r->have_server &&
+                (!cfg.have_server ||
+                 (server_eq(&cfg.server, &r->server) && cfg.server.scope_id == r->server.scope_id));
+    return same ? r : NULL;
+}
+
+bool uw__pm_resolver_is_published(const uw__pm_resolver *r)
+{
+    return r && r == atomic_load(&published);
+}
+
+void uw__pm_resolver_published_atfork(int phase)
+{
+    /* The pointer cannot change between prepare and parent/child: it is
+     * published once, before any fork that matters. */
+    uw__pm_resolver *r = atomic_load(&published);
+    if (!r)
+        return;
+    if (phase == 0)
+        pthread_mutex_lock(&r->mu);
+    else
+        pthread_mutex_unlock(&r->mu);
+}
+
+const char *uw__pm_res_short_why(const uw__pm_resolution *res)
+{
+    bool cached = res->reason == UW__PM_RES_CACHED;
+    switch (cached ? res->cached_reason : res->reason) {
+    case UW__PM_RES_ACCEPT:
+        return cached ? "port mapper accept (cached)" : "port mapper accept";
+    case UW__PM_RES_DENY:
+        return "pm deny";
+    case UW__PM_RES_TIMEOUT:
+        return "pm timeout";
+    case UW__PM_RES_UNREACHABLE:
+        return "pm unreachable";
+    default:
+        return "pm error";
+    }
 }

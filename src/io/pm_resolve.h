@@ -105,4 +105,36 @@ void uw__pm_resolver_flush(uw__pm_resolver *r);
 /* "accept", "cached", "deny", "timeout", "unreachable", "error"; "?" else. */
 const char *uw__pm_res_reason_name(int reason);
 
+/* ---- One resolver for the whole process ----------------------------------------
+ * The preload library asks the destination's port mapper itself, before it
+ * creates an SDP stack, so that a destination without SDP costs no stack
+ * (docs/preload.md). On a PMAccept it creates the stack, whose connect
+ * must find that answer in the cache rather than send a second PMReq. So a
+ * process can publish one resolver: an SDP stack whose resolver options
+ * would give the same settings uses the published one instead of creating
+ * its own, and never destroys it (src/io/sdp_pm.c). Nothing is published
+ * unless a program does it, so other programs keep a resolver per stack. */
+
+/* Publishes r (NULL: none). The caller keeps ownership and must keep r
+ * alive while any stack may use it (the preload: for the process's life).
+ * Not concurrent with the stacks' first connect. */
+void uw__pm_resolver_publish(uw__pm_resolver *r);
+/* The published resolver if opts (NULL: defaults) give exactly its
+ * settings (timeout, retries, negative cache, cache sizes, server, server
+ * port; the environment's UWARP_PM_SERVER as create reads it), else NULL. */
+uw__pm_resolver *uw__pm_resolver_published(const uw__pm_resolver_opts *opts);
+/* Whether r is the published resolver. */
+bool uw__pm_resolver_is_published(const uw__pm_resolver *r);
+
+/* fork() (pthread_atfork handlers) of a process with a published resolver:
+ * phase 0 (prepare) takes its lock, 1 (parent) and 2 (child) release it,
+ * so that the child goes on with a consistent copy of the caches and a
+ * free lock. Nothing when none is published. */
+void uw__pm_resolver_published_atfork(int phase);
+
+/* A few words for a log line on why resolution gave its answer: "pm deny",
+ * "pm timeout", "pm unreachable", "pm error", "port mapper accept" (a
+ * cached answer says what it remembers: "port mapper accept (cached)"). */
+const char *uw__pm_res_short_why(const uw__pm_resolution *res);
+
 #endif

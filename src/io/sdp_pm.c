@@ -146,22 +146,6 @@ int uw__sdp_pm_accept_tcp(uw_sdp_sock *l, int flags, uw_sdp_sock **out, struct s
     return 1;
 }
 
-static const char *reason_why(int reason, int cached)
-{
-    switch (reason == UW__PM_RES_CACHED ? cached : reason) {
-    case UW__PM_RES_ACCEPT:
-        return reason == UW__PM_RES_CACHED ? "port mapper accept (cached)" : "port mapper accept";
-    case UW__PM_RES_DENY:
-        return "pm deny";
-    case UW__PM_RES_TIMEOUT:
-        return "pm timeout";
-    case UW__PM_RES_UNREACHABLE:
-        return "pm unreachable";
-    default:
-        return "pm error";
-    }
-}
-
 /* The TCP options the application set, onto the kernel socket. */
 static void tcp_opts(const uw_sdp_sock *s, int fd)
 {
@@ -205,10 +189,15 @@ int uw__sdp_pm_connect(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t le
         o.timeout_ms = st->attr.pm_timeout_ms;
         o.server = st->pm_server[0] ? st->pm_server : NULL;
         o.server_port = st->attr.pm_port;
-        uw__pm_resolver *res;
-        int r = uw__pm_resolver_create(&res, &o);
-        if (r < 0)
-            return r;
+        /* The process's published resolver (the preload's, which may have
+         * asked this very question before the stack existed), when it has
+         * these settings; else one of the stack's own. */
+        uw__pm_resolver *res = uw__pm_resolver_published(&o);
+        if (!res) {
+            int r = uw__pm_resolver_create(&res, &o);
+            if (r < 0)
+                return r;
+        }
         st->pm = res;
     }
     /* Another connect() on this socket meanwhile sees a connect in progress. */
@@ -221,7 +210,7 @@ int uw__sdp_pm_connect(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t le
     if (r < 0)
         return r;
     uw__sdp_log(st, UW_LOG_INFO, "SDP: port mapper: %s", res.why);
-    s->transport_why = reason_why(res.reason, res.cached_reason);
+    s->transport_why = uw__pm_res_short_why(&res);
     if (res.use_sdp) {
         memcpy(to, &res.addr, res.addrlen);
         *tolen = res.addrlen;
@@ -257,7 +246,7 @@ int uw__sdp_pm_connect(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t le
 
 void uw__sdp_pm_destroy(uw_sdp_stack *st)
 {
-    if (st->pm)
+    if (st->pm && !uw__pm_resolver_is_published(st->pm))
         uw__pm_resolver_destroy(st->pm);
     st->pm = NULL;
 }

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "io/pm_resolve.h"
 #include "preload/pl.h"
 #include "uwarp/verbs.h" /* UW_LOG_* levels */
 
@@ -87,10 +88,14 @@ static void at_fork_prepare(void)
         uw_sdp_stack_atfork(stack, UW_SDP_FORK_PREPARE);
         pl_inside--;
     }
+    /* The port mapper resolver (sock.c) outlives stacks: the child goes on
+     * with it, so its lock must not be held by a parent's thread. */
+    uw__pm_resolver_published_atfork(0);
 }
 
 static void at_fork_parent(void)
 {
+    uw__pm_resolver_published_atfork(1);
     if (stack) {
         pl_inside++;
         uw_sdp_stack_atfork(stack, UW_SDP_FORK_PARENT);
@@ -106,6 +111,7 @@ static void at_fork_parent(void)
  * child gets a stack of its own when it makes a socket. */
 static void at_fork_child(void)
 {
+    uw__pm_resolver_published_atfork(2);
     if (stack) {
         pl_inside++;
         uw_sdp_stack_atfork(stack, UW_SDP_FORK_CHILD);

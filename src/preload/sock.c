@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "io/pm_resolve.h"
 #include "preload/pl.h"
 
 /* ---- Helpers ------------------------------------------------------------------ */
@@ -212,6 +214,45 @@ static int plain_connect(int fd, const struct sockaddr *addr, socklen_t len)
     return pl_real.connect(fd, addr, len);
 }
 
+/* The port mapper resolver: one for the process, created on the first
+ * connect that asks, and published so that the SDP stack (created only
+ * once a port mapper said yes) finds the PMAccept in its cache instead of
+ * asking again. Its settings are the ones pl_stack() gives the stack. It
+ * lives as long as the process (fork: init.c). No lock: a thread that
+ * loses the race to install its resolver destroys it, so a fork() at any
+ * moment leaves nothing locked. */
+static _Atomic(uw__pm_resolver *) pmr;
+static _Atomic int pmr_err; /* creation failed: the UW_E* code */
+
+static uw__pm_resolver *pl_resolver(int *err)
+{
+    uw__pm_resolver *r = atomic_load_explicit(&pmr, memory_order_acquire);
+    *err = atomic_load_explicit(&pmr_err, memory_order_relaxed);
+    if (r || *err)
+        return r;
+    uw__pm_resolver_opts o;
+    memset(&o, 0, sizeof(o));
+    o.server_port = pl_st.pm_port;
+    PL_ENTER();
+    int e = uw__pm_resolver_create(&r, &o);
+    PL_LEAVE();
+    if (e < 0) {
+        int z = 0;
+        if (atomic_compare_exchange_strong(&pmr_err, &z, e))
+            pl_log(PL_LOG_WARN, -1, "port mapper resolver: %s%s: clients use TCP", uw_strerror(e),
+                   e == UW_EINVAL ? " (" UW__PM_SERVER_ENV " is not a numeric ADDR[:PORT])" : "");
+        *err = e;
+        return NULL;
+    }
+    uw__pm_resolver *none = NULL;
+    if (atomic_compare_exchange_strong(&pmr, &none, r)) {
+        uw__pm_resolver_publish(r);
+        return r;
+    }
+    uw__pm_resolver_destroy(r); /* another thread's won */
+    return none;
+}
+
 static int connect_pending(int fd, struct pl_sock *p, const struct sockaddr *addr, socklen_t len)
 {
     char as[80], why[200];
@@ -226,6 +267,37 @@ static int connect_pending(int fd, struct pl_sock *p, const struct sockaddr *add
     }
     if (bound_specific(fd)) {
         PL_LOG(PL_LOG_INFO, fd, "connect %s: tcp (bound to a local address first)", as);
+        return plain_connect(fd, addr, len);
+    }
+    bool sdp_only = use == UW_PL_USE_SDP;
+    /* The destination's port mapper first, with nothing of SDP created: a
+     * PMDeny, no port mapper or a remembered one of those (the usual
+     * answer for a program that never meets SDP) costs one UDP exchange,
+     * or nothing, and no stack. On a PMAccept the stack is created and its
+     * connect finds the answer in the shared resolver's cache. */
+    int perr = 0;
+    uw__pm_resolver *pr = pl_resolver(&perr);
+    if (!pr) {
+        snprintf(why, sizeof(why), "port mapper resolver: %s", uw_strerror(perr));
+    } else {
+        uw__pm_resolution res;
+        PL_ENTER();
+        int q = uw__pm_resolve(pr, addr, len, NULL, 0, &res);
+        PL_LEAVE();
+        why[0] = 0;
+        if (q == 0) {
+            PL_LOG(PL_LOG_DEBUG, fd, "connect %s: port mapper: %s", as, res.why);
+            if (!res.use_sdp)
+                snprintf(why, sizeof(why), "%s", uw__pm_res_short_why(&res));
+        }
+    }
+    if (why[0] && sdp_only) {
+        pl_unmap(fd);
+        PL_LOG(PL_LOG_INFO, fd, "connect %s: refused (rule line %u: sdp only; %s)", as, line, why);
+        return (int)pl_ret(-ECONNREFUSED);
+    }
+    if (why[0]) {
+        PL_LOG(PL_LOG_INFO, fd, "connect %s: tcp (%s)", as, why);
         return plain_connect(fd, addr, len);
     }
     uw_sdp_stack *st = pl_stack();
@@ -249,7 +321,6 @@ static int connect_pending(int fd, struct pl_sock *p, const struct sockaddr *add
      * it is this very descriptor's socket, epoll registrations and all.
      * "use sdp" allows no fallback: the stack's own socket would connect,
      * and is dropped. */
-    bool sdp_only = use == UW_PL_USE_SDP;
     int kfd = sdp_only ? -2 : pl_real.fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (kfd == -1 || (kfd >= 0 && sdp_setopt_int(s, SOL_UWARP, UW_SDP_TCP_FD, kfd) < 0)) {
         if (kfd >= 0)

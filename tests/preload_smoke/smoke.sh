@@ -193,13 +193,21 @@ py_pair() {
     expect_eq "$name: server count" "server 2097152" "$(tail -n1 "$TMP/$name.s.out")"
 }
 
-py_pair both 1 1
+py_pair both 1 1 UWARP_PRELOAD_LOG=debug
 expect_grep "both: client over SDP" 'connect 127\.0\.0\.1:[0-9]+: sdp \(port mapper' "$TMP/both.c.err"
+# The library asks the port mapper before it creates the stack; the stack's
+# connect then finds the PMAccept in the shared cache, and asks nothing.
+expect_grep "both: the library asked the port mapper" 'connect 127\.0\.0\.1:[0-9]+: port mapper: PMAccept from' "$TMP/both.c.err"
+expect_grep "both: the stack found the answer" 'SDP: port mapper: cached PMAccept' "$TMP/both.c.err"
+expect_nogrep "both: the stack did not ask again" 'SDP: port mapper: PMAccept' "$TMP/both.c.err"
 expect_grep "both: server over SDP" 'accept from .*: sdp' "$TMP/both.s.err"
 py_pair srvonly 1 0
 expect_grep "server only: TCP client on the service port" 'accept from .*: tcp \(TCP client on the service port\)' "$TMP/srvonly.s.err"
-py_pair clionly 0 1
+py_pair clionly 0 1 UWARP_PRELOAD_LOG=debug
 expect_grep "client only: PMDeny, TCP" 'connect 127\.0\.0\.1:[0-9]+: tcp \(pm deny\)' "$TMP/clionly.c.err"
+# A program that never meets SDP never gets a stack (no progress thread, no
+# epoll or event descriptors): the port mapper is asked without one.
+expect_nogrep "client only: no SDP stack" 'SDP stack created' "$TMP/clionly.c.err"
 printf 'use sdp client *\nthis is not a rule\n' >"$TMP/bad.conf"
 py_pair badconf 1 1 UWARP_PRELOAD_CONF="$TMP/bad.conf"
 expect_grep "bad conf: reported" "bad\.conf:.*configuration not used: running everything over TCP" "$TMP/badconf.c.err"
@@ -226,9 +234,10 @@ time.sleep(10)' >"$TMP/plain_l.out" &
 lpid=$!
 for i in $(seq 1 100); do [ -s "$TMP/plain_l.out" ] && break; sleep 0.05; done
 expect_eq "use sdp: a client to a TCP-only server is refused" refused \
-    "$(timeout -s KILL 30 env LD_PRELOAD="$PL" UWARP_PRELOAD_CONF="$TMP/sdp.conf" UWARP_PRELOAD_LOG=info \
+    "$(timeout -s KILL 30 env LD_PRELOAD="$PL" UWARP_PRELOAD_CONF="$TMP/sdp.conf" UWARP_PRELOAD_LOG=debug \
         python3 "$TMP/refused.py" "$(head -n1 "$TMP/plain_l.out")" 2>"$TMP/sdponly.c.err")"
 expect_grep "use sdp: logged" 'refused \(rule line 1: sdp only; pm deny\)' "$TMP/sdponly.c.err"
+expect_nogrep "use sdp: refused without a stack" 'SDP stack created' "$TMP/sdponly.c.err"
 kill "$lpid" 2>/dev/null
 wait "$lpid" 2>/dev/null
 printf 'use sdp server * 127.0.0.1\n' >"$TMP/sdpsrv.conf"
