@@ -1,9 +1,10 @@
 /* The descriptor table: fd number -> struct pl_sock, for application sockets
  * only (docs/preload.md "Descriptors").
  *
- * Two levels of atomic pointers, chunks of 4096 entries allocated on first
- * use, so a lookup is two loads and a program with few sockets holds one
- * chunk. Objects come from a pool and are never returned to malloc
+ * Two levels of atomic pointers, chunks of 512 entries (one 4 KiB page)
+ * allocated on first use, so a lookup is two loads and a program with few
+ * sockets holds one page (a 32 KiB chunk cost the first socket() eight page
+ * faults of calloc's memset). Objects come from a pool and are never returned to malloc
  * ("type-stable"): a lookup that races with the last close may increment
  * the count of an object already freed or reused, sees that (count 0, or
  * the slot no longer names it) and backs off, never touching freed
@@ -15,9 +16,9 @@
 
 #include "preload/pl.h"
 
-#define CHUNK_BITS 12
+#define CHUNK_BITS 9
 #define CHUNK (1u << CHUNK_BITS)
-#define NCHUNKS 1024u /* descriptors below 4,194,304 (RLIMIT_NOFILE's usual hard cap is 1M) */
+#define NCHUNKS 8192u /* descriptors below 4,194,304 (RLIMIT_NOFILE's usual hard cap is 1M) */
 
 typedef _Atomic(struct pl_sock *) slot;
 static _Atomic(slot *) chunks[NCHUNKS];

@@ -1,9 +1,11 @@
 /* CRC32c (Castagnoli): portable slicing-by-8, SSE4.2 crc32 loops, Intel ISA-L,
  * and the choice among them and the PCLMULQDQ hybrid of crc32c_x86.c.
  *
- * Everything here is pure: the tables are const data built by the compiler,
- * and the implementation choice is re-made on every call (a cpu-model load and
- * a test), so there is no initialisation order or thread-safety to get wrong.
+ * The tables are const data built by the compiler, and the implementation
+ * choice is re-made on every call (a load of the CPU feature bits and a test).
+ * The bits are computed on the first call, not by a constructor (cpu_has()),
+ * and computing them twice in a race is harmless, so there is no
+ * initialisation order or thread-safety to get wrong.
  */
 #include "uwarp/crc32c.h"
 
@@ -12,7 +14,9 @@
 #include "util/crc32c_impl.h"
 
 #ifdef UW_CRC_X86
+#include <cpuid.h>
 #include <nmmintrin.h>
+#include <stdatomic.h>
 #endif
 #ifdef UW_HAVE_ISAL
 #include <isa-l/crc.h>
@@ -225,9 +229,58 @@ __attribute__((target("sse4.2"))) static uint32_t crc_3way(uint32_t crc, const u
     return uw__crc32c_sse42(crc, p, len);
 }
 
+/* The CPU's features, asked with CPUID on the first CRC, not at load:
+ * __builtin_cpu_supports would link libgcc's __cpu_indicator_init, a
+ * constructor that runs a dozen CPUIDs in every process that loads the
+ * library, and CPUID traps to the hypervisor in a VM (4-8 us each measured:
+ * a preloaded program that never uses SDP paid ~70 us for it). Computing the
+ * same bits twice in a race is harmless. */
+enum {
+    CPU_KNOWN = 1,
+    CPU_SSE42 = 2,
+    CPU_PCLMUL = 4,
+    CPU_AVX512 = 8, /* F and VL, with the OS saving the ZMM and mask state */
+    CPU_VPCLMUL = 16,
+};
+static _Atomic unsigned cpu_bits;
+
+static unsigned cpu_probe(void)
+{
+    unsigned a, b, c, d, f = CPU_KNOWN;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return f;
+    if (c & bit_SSE4_2)
+        f |= CPU_SSE42;
+    if (c & bit_PCLMUL)
+        f |= CPU_PCLMUL;
+    unsigned xcr0 = 0;
+    if (c & bit_OSXSAVE) {
+        unsigned hi;
+        __asm__ volatile("xgetbv" : "=a"(xcr0), "=d"(hi) : "c"(0));
+    }
+    if (__get_cpuid_max(0, NULL) >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        if ((b & bit_AVX512F) && (b & bit_AVX512VL) && (xcr0 & 0xE6) == 0xE6)
+            f |= CPU_AVX512;
+        if ((c & bit_VPCLMULQDQ) && (xcr0 & 0x6) == 0x6)
+            f |= CPU_VPCLMUL;
+    }
+    return f;
+}
+
+static inline unsigned cpu_has(unsigned bits)
+{
+    unsigned f = atomic_load_explicit(&cpu_bits, memory_order_relaxed);
+    if (!f) {
+        f = cpu_probe();
+        atomic_store_explicit(&cpu_bits, f, memory_order_relaxed);
+    }
+    return (f & bits) == bits;
+}
+
 static int have_sse42(void)
 {
-    return __builtin_cpu_supports("sse4.2") != 0;
+    return cpu_has(CPU_SSE42);
 }
 
 /* What the hybrid can use here: -1 nothing, 0 SSE4.2 and PCLMULQDQ, 1 also
@@ -235,9 +288,9 @@ static int have_sse42(void)
  * a call to find out measured 3 ns at 1 KiB. */
 static inline int hybrid_level(void)
 {
-    if (!__builtin_cpu_supports("sse4.2") || !__builtin_cpu_supports("pclmul"))
+    if (!cpu_has(CPU_SSE42 | CPU_PCLMUL))
         return -1;
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+    return (int)cpu_has(CPU_AVX512);
 }
 
 /* Below this the hybrid's length-dependent constants cost more than the
@@ -283,7 +336,7 @@ uint32_t uw_crc32c_update(uint32_t state, const void *buf, size_t len)
 #ifdef UW_CRC_X86
     if (len >= (HAVE_ISAL ? AUTO_HYBRID_MIN_ISAL : HYBRID_MIN)) {
         int level = hybrid_level();
-        if (level >= 0 && !(HAVE_ISAL && __builtin_cpu_supports("vpclmulqdq")))
+        if (level >= 0 && !(HAVE_ISAL && cpu_has(CPU_VPCLMUL)))
             return uw__crc32c_hybrid(state, p, len, level);
     }
 #endif
