@@ -15,11 +15,13 @@ void uw__sdp_conn_cfg_default(uw_sdp_conn_cfg *cfg, bool accepting)
     cfg->rcv_bufs = 16;
     cfg->tx_size = 65536 + 64;
     cfg->tx_slots = 16;
-    /* 16 x 64 KiB each way capped a preloaded iperf3 at 0.37x TCP; 64 both
-     * ways made it 0.98x (docs/performance.md). Growth keeps the idle and
+    /* 16 x 64 KiB each way capped a preloaded iperf3 at 0.37x TCP; growing
+     * to 32 made it 1.20x. 64 did as well there but cost a direct 64 KiB
+     * stream 0.84x -> 0.64x TCP (4 MiB of buffers each way falls out of
+     * cache); see docs/sdp.md "Autotuning". Growth keeps the idle and
      * request/response footprint of 16. */
-    cfg->rcv_bufs_max = 64;
-    cfg->tx_slots_max = 64;
+    cfg->rcv_bufs_max = 32;
+    cfg->tx_slots_max = 32;
     cfg->max_adverts = 8;
     cfg->ird = 1;
     cfg->ord = 1;

@@ -65,7 +65,7 @@ typedef struct uw_sdp_conn_cfg {
 } uw_sdp_conn_cfg;
 
 /* Fills cfg with the defaults (64 KiB buffers, 16 of them, 16 send slots,
- * each growing to 64 as the stream needs, MaxAdverts 8, IRD/ORD 1). */
+ * each growing to 32 as the stream needs, MaxAdverts 8, IRD/ORD 1). */
 void uw__sdp_conn_cfg_default(uw_sdp_conn_cfg *cfg, bool accepting);
 
 enum uw_sdp_state {
