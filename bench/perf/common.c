@@ -26,8 +26,8 @@ void perf_cpustat_read(perf_cpustat *s)
     /* cpu user nice system idle iowait irq softirq steal ...; guest time is
      * already inside user, so the first eight fields are the whole. */
     unsigned long long v[8];
-    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
-               &v[4], &v[5], &v[6], &v[7]) == 8) {
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+               &v[5], &v[6], &v[7]) == 8) {
         for (int i = 0; i < 8; i++)
             s->total += v[i];
         s->steal = v[7];
@@ -107,8 +107,7 @@ int perf_hdr_decode(const uint8_t in[PERF_HDR_LEN], perf_cfg *c)
     c->depth = perf_get32(in + 12);
     c->fpdu = perf_get32(in + 16);
     c->idle_conns = perf_get32(in + 20);
-    if (c->size > (64u << 20) || c->depth == 0 || c->depth > 4096 ||
-        c->idle_conns > PERF_IDLE_MAX)
+    if (c->size > (64u << 20) || c->depth == 0 || c->depth > 4096 || c->idle_conns > PERF_IDLE_MAX)
         return -1;
     return 0;
 }

@@ -176,8 +176,8 @@ static void print_one(const perf_cfg *c, const char *transport, const perf_res *
                "\"bytes\":%llu,\"bw_gbps\":%.4f,\"msg_rate\":%.1f",
                op_name(c->op), c->size, transport, c->crc ? "true" : "false",
                c->markers ? "true" : "false", c->qps, c->depth, c->post_list, c->fpdu,
-               c->busy ? "true" : "false",
-               c->cc ? c->cc : "", r->secs, (unsigned long long)r->bytes, gbps, rate);
+               c->busy ? "true" : "false", c->cc ? c->cc : "", r->secs,
+               (unsigned long long)r->bytes, gbps, rate);
         if (is_sock_op(c))
             printf(",\"nodelay\":%s", c->nodelay > 0 ? "true" : "false");
         if (is_sock_op(c) && (c->sdp_bufs || c->sdp_rcvbuf))
@@ -193,8 +193,8 @@ static void print_one(const perf_cfg *c, const char *transport, const perf_res *
         else
             printf(",\"host_steal\":null}\n");
     } else {
-        printf("%-6s %-6s %9u %-8s %9.3f %12.0f", transport, op_name(c->op), c->size,
-               mode_name(c), gbps, rate);
+        printf("%-6s %-6s %9u %-8s %9.3f %12.0f", transport, op_name(c->op), c->size, mode_name(c),
+               gbps, rate);
         if (c->lat)
             printf("  lat us mean %.2f p50 %.2f p99 %.2f p99.9 %.2f", r->lat_mean, r->lat_p50,
                    r->lat_p99, r->lat_p999);
@@ -211,14 +211,14 @@ static int one_run(const char *host, int port, perf_cfg *c, bool tcp, perf_res *
 {
     perf_cpustat s0, s1;
     perf_cpustat_read(&s0);
-    int e = tcp              ? perf_tcp_client(host, port + 1, c, r)
+    int e = tcp             ? perf_tcp_client(host, port + 1, c, r)
             : is_sock_op(c) ? perf_sdp_client(host, port + 2, c, r)
                             : perf_uw_client(host, port, c, r);
     perf_cpustat_read(&s1);
     r->steal = perf_steal_share(&s0, &s1);
     if (e < 0)
-        fprintf(stderr, "uwarp-perf: %s %s %u: %s\n", tcp ? "tcp" : xport_name(c),
-                op_name(c->op), c->size, r->err);
+        fprintf(stderr, "uwarp-perf: %s %s %u: %s\n", tcp ? "tcp" : xport_name(c), op_name(c->op),
+                c->size, r->err);
     return e;
 }
 
@@ -263,11 +263,11 @@ static int idle_mem(const char *host, int port, perf_cfg *c, bool json)
             printf("{\"op\":\"idle_mem\",\"transport\":\"%s\",\"conns\":%u,\"crc\":%s,"
                    "\"bytes_per_conn\":{\"client_rss\":%.1f,\"server_rss\":%.1f,"
                    "\"kernel\":%.1f},\"setup_secs\":%.3f}\n",
-                   name[i], m[i].conns, c->crc ? "true" : "false", m[i].client_rss,
-                   m[i].server_rss, m[i].kernel, m[i].setup_secs);
+                   name[i], m[i].conns, c->crc ? "true" : "false", m[i].client_rss, m[i].server_rss,
+                   m[i].kernel, m[i].setup_secs);
         else
-            printf("%-6s %7u %14.1f %14.1f %14.1f %9.3f\n", name[i], m[i].conns,
-                   m[i].client_rss, m[i].server_rss, m[i].kernel, m[i].setup_secs);
+            printf("%-6s %7u %14.1f %14.1f %14.1f %9.3f\n", name[i], m[i].conns, m[i].client_rss,
+                   m[i].server_rss, m[i].kernel, m[i].setup_secs);
     }
     double su = m[0].client_rss + m[0].server_rss, tu = m[1].client_rss + m[1].server_rss;
     double sa = su + m[0].kernel, ta = tu + m[1].kernel;
@@ -357,18 +357,37 @@ int main(int argc, char **argv)
     bool json = false, vs_tcp = false, tcp_only = false, cpu = false;
     int repeat = 1;
     double max_steal = -1;
-    static const struct option lo[] = {
-        {"op", 1, 0, 'o'},        {"size", 1, 0, 's'},    {"sizes", 1, 0, 'S'},
-        {"duration", 1, 0, 'd'},  {"iters", 1, 0, 'n'},   {"qps", 1, 0, 'q'},
-        {"depth", 1, 0, 'D'},     {"lat", 0, 0, 'L'},     {"bw", 0, 0, 'B'},
-        {"markers", 0, 0, 'm'},   {"no-crc", 0, 0, 'C'},  {"rev", 1, 0, 'r'},
-        {"busy-poll", 0, 0, 'b'}, {"cpu", 0, 0, 'c'},     {"vs-tcp", 0, 0, 'v'},
-        {"tcp-only", 0, 0, 'T'},  {"repeat", 1, 0, 'R'},  {"cc", 1, 0, 'g'},
-        {"json", 0, 0, 'j'},      {"timeout", 1, 0, 't'}, {"fpdu", 1, 0, 'F'},
-        {"tcp-crc", 0, 0, 'K'},   {"help", 0, 0, 'h'},    {"post-list", 1, 0, 'P'},
-        {"max-steal", 1, 0, 'X'}, {"nodelay", 0, 0, 'N'},  {"no-nodelay", 0, 0, 'Y'},
-        {"idle-mem", 1, 0, 'I'},  {"sdp-bufs", 1, 0, 'U'},  {"sdp-rcvbuf-size", 1, 0, 'Z'},
-        {0, 0, 0, 0}};
+    static const struct option lo[] = {{"op", 1, 0, 'o'},
+                                       {"size", 1, 0, 's'},
+                                       {"sizes", 1, 0, 'S'},
+                                       {"duration", 1, 0, 'd'},
+                                       {"iters", 1, 0, 'n'},
+                                       {"qps", 1, 0, 'q'},
+                                       {"depth", 1, 0, 'D'},
+                                       {"lat", 0, 0, 'L'},
+                                       {"bw", 0, 0, 'B'},
+                                       {"markers", 0, 0, 'm'},
+                                       {"no-crc", 0, 0, 'C'},
+                                       {"rev", 1, 0, 'r'},
+                                       {"busy-poll", 0, 0, 'b'},
+                                       {"cpu", 0, 0, 'c'},
+                                       {"vs-tcp", 0, 0, 'v'},
+                                       {"tcp-only", 0, 0, 'T'},
+                                       {"repeat", 1, 0, 'R'},
+                                       {"cc", 1, 0, 'g'},
+                                       {"json", 0, 0, 'j'},
+                                       {"timeout", 1, 0, 't'},
+                                       {"fpdu", 1, 0, 'F'},
+                                       {"tcp-crc", 0, 0, 'K'},
+                                       {"help", 0, 0, 'h'},
+                                       {"post-list", 1, 0, 'P'},
+                                       {"max-steal", 1, 0, 'X'},
+                                       {"nodelay", 0, 0, 'N'},
+                                       {"no-nodelay", 0, 0, 'Y'},
+                                       {"idle-mem", 1, 0, 'I'},
+                                       {"sdp-bufs", 1, 0, 'U'},
+                                       {"sdp-rcvbuf-size", 1, 0, 'Z'},
+                                       {0, 0, 0, 0}};
     int o;
     bool ok = true;
     while ((o = getopt_long(argc, argv, "l:h", lo, NULL)) != -1) {
@@ -547,8 +566,8 @@ int main(int argc, char **argv)
             return 1;
         }
         fprintf(stderr,
-                "uwarp-perf: listening on %s port %d (uwarp), %d (tcp) and %d (sdp), cc %s\n",
-                host, port, port + 1, port + 2, c.cc ? c.cc : "default");
+                "uwarp-perf: listening on %s port %d (uwarp), %d (tcp) and %d (sdp), cc %s\n", host,
+                port, port + 1, port + 2, c.cc ? c.cc : "default");
         fflush(stderr);
         pid_t pid = fork();
         if (pid == 0) {
@@ -576,8 +595,10 @@ int main(int argc, char **argv)
     int port = atoi(argv[optind + 1]);
     signal(SIGPIPE, SIG_IGN);
     if (c.cc && is_sock_op(&c) && (!system_cc() || strcmp(c.cc, default_cc) != 0))
-        fprintf(stderr, "uwarp-perf: warning: SDP sockets have no congestion control option: "
-                        "its connections use the system's, the TCP baseline uses %s\n", c.cc);
+        fprintf(stderr,
+                "uwarp-perf: warning: SDP sockets have no congestion control option: "
+                "its connections use the system's, the TCP baseline uses %s\n",
+                c.cc);
     if (c.idle_conns) {
         c.op = OP_IDLE;
         return idle_mem(host, port, &c, json) < 0 ? 2 : 0;
@@ -606,8 +627,8 @@ int main(int argc, char **argv)
     else if (!json)
         printf("# uwarp-perf %s%s, qps %u, depth %u, post-list %u, %s, cc %s, repeat %d\n",
                c.lat ? "latency" : "throughput", c.busy ? " busy-poll" : "", c.qps, c.depth,
-               c.post_list,
-               c.iters ? "fixed iterations" : "timed", c.cc ? c.cc : "default", repeat);
+               c.post_list, c.iters ? "fixed iterations" : "timed", c.cc ? c.cc : "default",
+               repeat);
     if (!json)
         printf("%-6s %-6s %9s %-8s %9s %12s\n", "xport", "op", "size", "mode", "GB/s", "msg/s");
     double total = (double)nsz * repeat * (tcp_only ? 1 : (vs_tcp ? 2 : 1)) * c.duration;
@@ -663,8 +684,8 @@ int main(int argc, char **argv)
                     printf(", p50 latency %.3f x %s", rl, base);
                 printf(", CPU/byte %.3f x %s\n", cpu_u / cpu_t, base);
                 if (repeat > 1) {
-                    printf("paired %-6s %9u %-8s %9.3f x %s throughput", op_name(c.op),
-                           c.size, mode_name(&c), pbw, base);
+                    printf("paired %-6s %9u %-8s %9.3f x %s throughput", op_name(c.op), c.size,
+                           mode_name(&c), pbw, base);
                     if (c.lat)
                         printf(", p50 latency %.3f x %s", plat, base);
                     printf(" (median of the %d adjacent-pair ratios)\n", repeat);

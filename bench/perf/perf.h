@@ -19,17 +19,17 @@ typedef struct perf_cfg {
     uint32_t depth;
     uint32_t post_list; /* requests per uw_post_send(), messages per TCP sendmsg() (0: depth) */
     unsigned qps;
-    double duration;   /* seconds; used when iters == 0 */
+    double duration; /* seconds; used when iters == 0 */
     uint64_t iters;
     bool busy;
     bool crc, markers;
     int rev;
-    uint32_t fpdu;     /* uwarp: largest ULPDU sent (0: from the TCP MSS) */
-    bool tcp_crc;      /* TCP baseline: CRC32c over every payload octet on both sides */
-    const char *cc;    /* congestion control, both transports */
+    uint32_t fpdu;  /* uwarp: largest ULPDU sent (0: from the TCP MSS) */
+    bool tcp_crc;   /* TCP baseline: CRC32c over every payload octet on both sides */
+    const char *cc; /* congestion control, both transports */
     int timeout_ms;
-    int nodelay;       /* stream/rr: TCP_NODELAY on both transports and sides
-                          (-1: the op's default: rr on, stream off) */
+    int nodelay;         /* stream/rr: TCP_NODELAY on both transports and sides
+                            (-1: the op's default: rr on, stream off) */
     uint32_t idle_conns; /* OP_IDLE: connections to open and hold */
     int sdp_bufs;        /* SDP: receive Private Buffers per connection (0: the library's) */
     int sdp_rcvbuf;      /* SDP: their size in octets (0: the library's) */
@@ -38,9 +38,9 @@ typedef struct perf_cfg {
 typedef struct perf_res {
     double secs;
     uint64_t bytes, msgs;
-    double cpu_client_ns, cpu_server_ns; /* user+sys */
+    double cpu_client_ns, cpu_server_ns;         /* user+sys */
     double lat_mean, lat_p50, lat_p99, lat_p999; /* microseconds, one way (RTT/2) */
-    double steal; /* share of all CPU time the hypervisor took meanwhile; < 0: unknown */
+    double steal;      /* share of all CPU time the hypervisor took meanwhile; < 0: unknown */
     uint64_t sdp_msgs; /* SDP stream/rr: Data messages the client sent (0: not SDP) */
     char err[256];
 } perf_res;

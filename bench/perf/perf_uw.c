@@ -26,9 +26,9 @@ typedef struct sconn {
     uint8_t *mem;
     size_t memlen;
     uw_mr *mr;
-    uint8_t *data;  /* write/read target */
-    uint8_t *recv;  /* nrecv receive buffers of rsz, rstride apart */
-    uint8_t *ctrl;  /* CTRL_SLOTS * CTRL_SZ */
+    uint8_t *data; /* write/read target */
+    uint8_t *recv; /* nrecv receive buffers of rsz, rstride apart */
+    uint8_t *ctrl; /* CTRL_SLOTS * CTRL_SZ */
     uint32_t nrecv, rsz, since_credit, ctrl_next;
     uint32_t rstride; /* between receive buffers; 0: all share one */
     uint64_t bytes, cpu0;
@@ -53,8 +53,8 @@ static int post_ctrl(uw_qp *qp, uw_mr *mr, uint8_t *slot, uint32_t type, uint64_
     perf_put64(slot + 4, a);
     perf_put64(slot + 12, b);
     uw_sge s = {(uint64_t)(uintptr_t)slot, 20, uw_mr_stag(mr)};
-    uw_send_wr w = {.wr_id = 0, .opcode = UW_WR_SEND, .flags = UW_SEND_SOLICITED,
-                    .sg_list = &s, .num_sge = 1};
+    uw_send_wr w = {
+        .wr_id = 0, .opcode = UW_WR_SEND, .flags = UW_SEND_SOLICITED, .sg_list = &s, .num_sge = 1};
     return uw_post_send(qp, &w, 1, NULL);
 }
 
@@ -151,11 +151,12 @@ int perf_uw_server(const char *addr, int port, const perf_cfg *base)
         fprintf(stderr, "uwarp-perf: cannot resolve %s\n", addr);
         return -1;
     }
-    uw_qp_attr qa = {.pd = pd, .send_cq = cq, .recv_cq = cq, .max_send_wr = 512,
-                     .max_recv_wr = 8200};
+    uw_qp_attr qa = {
+        .pd = pd, .send_cq = cq, .recv_cq = cq, .max_send_wr = 512, .max_recv_wr = 8200};
     uw_conn_param p = {.rev = (uint8_t)base->rev,
                        .crc = base->crc ? UW_CRC_PREFER : UW_CRC_AVOID,
-                       .markers = base->markers, .tcp_congestion = base->cc};
+                       .markers = base->markers,
+                       .tcp_congestion = base->cc};
     int r = uw_listen(ctx, (struct sockaddr *)&ss, sl, &qa, &p, &l);
     if (r < 0) {
         fprintf(stderr, "uwarp-perf: listen on port %d: %s\n", port, uw_strerror(r));
@@ -186,8 +187,7 @@ int perf_uw_server(const char *addr, int port, const perf_cfg *base)
                 perf_cfg c;
                 sconn *s = NULL;
                 if (ev.private_data_len < PERF_HDR_LEN ||
-                    perf_hdr_decode(ev.private_data, &c) < 0 ||
-                    !(s = sconn_new(pd, ev.qp, &c))) {
+                    perf_hdr_decode(ev.private_data, &c) < 0 || !(s = sconn_new(pd, ev.qp, &c))) {
                     uw_reject(ev.qp, "bad config", 10);
                     continue;
                 }
@@ -198,9 +198,11 @@ int perf_uw_server(const char *addr, int port, const perf_cfg *base)
                 perf_put32(pd_out + 16, s->nrecv);
                 /* The client's wishes decide CRC and markers: both sides of
                  * a measurement must run the configuration it reports. */
-                uw_conn_param ap = {.private_data = pd_out, .private_data_len = 20,
+                uw_conn_param ap = {.private_data = pd_out,
+                                    .private_data_len = 20,
                                     .crc = c.crc ? UW_CRC_PREFER : UW_CRC_AVOID,
-                                    .markers = c.markers, .max_fpdu = c.fpdu};
+                                    .markers = c.markers,
+                                    .max_fpdu = c.fpdu};
                 if (uw_accept(ev.qp, &ap) < 0) {
                     sconn_free(s);
                     continue;
@@ -306,10 +308,15 @@ static int post_data_n(cconn *k, const perf_cfg *c, unsigned n)
     if (n > 64)
         n = 64;
     for (unsigned i = 0; i < n; i++) {
-        w[i] = (uw_send_wr){.wr_id = 1, .flags = UW_SEND_SIGNALED, .sg_list = &s, .num_sge = 1,
-                            .remote_addr = k->raddr, .rkey = k->rkey};
-        w[i].opcode = c->op == OP_WRITE ? UW_WR_RDMA_WRITE
-                      : c->op == OP_READ ? UW_WR_RDMA_READ : UW_WR_SEND;
+        w[i] = (uw_send_wr){.wr_id = 1,
+                            .flags = UW_SEND_SIGNALED,
+                            .sg_list = &s,
+                            .num_sge = 1,
+                            .remote_addr = k->raddr,
+                            .rkey = k->rkey};
+        w[i].opcode = c->op == OP_WRITE  ? UW_WR_RDMA_WRITE
+                      : c->op == OP_READ ? UW_WR_RDMA_READ
+                                         : UW_WR_SEND;
     }
     int r = uw_post_send(k->qp, w, (int)n, NULL);
     if (r < 0)
@@ -345,13 +352,20 @@ int perf_uw_client(const char *host, int port, const perf_cfg *c, perf_res *r)
     cconn *k = calloc(nq, sizeof(*k));
     uint8_t hdr[PERF_HDR_LEN];
     perf_hdr_encode(c, hdr);
-    uw_conn_param p = {.private_data = hdr, .private_data_len = PERF_HDR_LEN,
-                       .rev = (uint8_t)c->rev, .crc = c->crc ? UW_CRC_PREFER : UW_CRC_AVOID,
-                       .markers = c->markers, .timeout_ms = c->timeout_ms, .max_fpdu = c->fpdu,
+    uw_conn_param p = {.private_data = hdr,
+                       .private_data_len = PERF_HDR_LEN,
+                       .rev = (uint8_t)c->rev,
+                       .crc = c->crc ? UW_CRC_PREFER : UW_CRC_AVOID,
+                       .markers = c->markers,
+                       .timeout_ms = c->timeout_ms,
+                       .max_fpdu = c->fpdu,
                        .tcp_congestion = c->cc};
     int ret = -1;
     for (unsigned i = 0; i < nq; i++) {
-        uw_qp_attr qa = {.pd = pd, .send_cq = cq, .recv_cq = cq, .max_send_wr = c->depth + 8,
+        uw_qp_attr qa = {.pd = pd,
+                         .send_cq = cq,
+                         .recv_cq = cq,
+                         .max_send_wr = c->depth + 8,
                          .max_recv_wr = CLIENT_RECVS};
         k[i].rsz = max32(c->size, CTRL_SZ);
         size_t len = max32(c->size, 64) + (size_t)CLIENT_RECVS * k[i].rsz + CTRL_SZ;
@@ -390,8 +404,8 @@ int perf_uw_client(const char *host, int port, const perf_cfg *c, perf_res *r)
         if (ev.mpa.crc != c->crc || ev.mpa.markers_tx != c->markers ||
             ev.mpa.markers_rx != c->markers) {
             snprintf(r->err, sizeof(r->err),
-                     "negotiated crc=%d markers=%d/%d, not the configuration asked for",
-                     ev.mpa.crc, ev.mpa.markers_tx, ev.mpa.markers_rx);
+                     "negotiated crc=%d markers=%d/%d, not the configuration asked for", ev.mpa.crc,
+                     ev.mpa.markers_tx, ev.mpa.markers_rx);
             goto out;
         }
         q->raddr = perf_get64(ev.private_data);
@@ -437,8 +451,7 @@ int perf_uw_client(const char *host, int port, const perf_cfg *c, perf_res *r)
     } else {
         for (;;) {
             for (unsigned i = 0; i < nq && !stop; i++)
-                while (k[i].outstanding < c->depth && (c->op != OP_SEND || k[i].credits) &&
-                       !stop) {
+                while (k[i].outstanding < c->depth && (c->op != OP_SEND || k[i].credits) && !stop) {
                     unsigned n = c->depth - k[i].outstanding;
                     if (c->op == OP_SEND && n > k[i].credits)
                         n = k[i].credits;

@@ -42,11 +42,11 @@ extern "C" {
 
 #define UW_MPA_MARKER_INTERVAL 512u
 #define UW_MPA_MARKER_LEN 4u
-#define UW_MPA_MAX_PD 512u        /* RFC 5044 7.1.1: private data limit, RFC 6581 word included */
-#define UW_MPA_FRAME_HDR_LEN 20u  /* key, flags, rev, PD_Length */
-#define UW_MPA_ENH_WORD_LEN 4u    /* RFC 6581 9: A|B|IRD C|D|ORD */
+#define UW_MPA_MAX_PD 512u       /* RFC 5044 7.1.1: private data limit, RFC 6581 word included */
+#define UW_MPA_FRAME_HDR_LEN 20u /* key, flags, rev, PD_Length */
+#define UW_MPA_ENH_WORD_LEN 4u   /* RFC 6581 9: A|B|IRD C|D|ORD */
 #define UW_MPA_NO_NEGOTIATION 0x3FFFu /* RFC 6581 9.1: IRD/ORD left to the ULP */
-#define UW_MPA_MULPDU_MIN 128u    /* RFC 5044 4.5 */
+#define UW_MPA_MULPDU_MIN 128u        /* RFC 5044 4.5 */
 /* Largest MULPDU we hand out: keeps every marker's FPDUPTR of a marked FPDU
  * within 16 bits (64768 + 6 + 3 + 127 markers * 4 < 65536). */
 #define UW_MPA_MULPDU_MAX 64768u
@@ -137,10 +137,10 @@ ssize_t uw_mpa_fpdu_encode(uint8_t *out, size_t cap, const void *ulpdu, size_t u
 typedef struct uw_mpa_rx uw_mpa_rx;
 
 typedef struct uw_mpa_rx_opts {
-    unsigned flags;             /* UW_MPA_MARKERS, UW_MPA_CRC */
-    uint32_t pos;               /* stream position of the first octet fed */
-    uint32_t max_ulpdu;         /* largest ULPDU_Length accepted; 0 means 65535 */
-    const uw_allocator *alloc;  /* NULL for malloc/free */
+    unsigned flags;            /* UW_MPA_MARKERS, UW_MPA_CRC */
+    uint32_t pos;              /* stream position of the first octet fed */
+    uint32_t max_ulpdu;        /* largest ULPDU_Length accepted; 0 means 65535 */
+    const uw_allocator *alloc; /* NULL for malloc/free */
 } uw_mpa_rx_opts;
 
 /* One received ULPDU. iov[] holds the payload with markers removed; it points
@@ -203,10 +203,10 @@ enum uw_mpa_ooo_event_type {
 
 typedef struct uw_mpa_ooo_event {
     int type;
-    uint32_t pos;          /* stream position of the FPDU's first octet */
-    uint32_t seq;          /* its TCP sequence number */
-    const uint8_t *ulpdu;  /* PLACED only: the ULPDU, markers removed; valid during the callback */
-    size_t len;            /* ULPDU_Length */
+    uint32_t pos;         /* stream position of the FPDU's first octet */
+    uint32_t seq;         /* its TCP sequence number */
+    const uint8_t *ulpdu; /* PLACED only: the ULPDU, markers removed; valid during the callback */
+    size_t len;           /* ULPDU_Length */
 } uw_mpa_ooo_event;
 
 typedef void (*uw_mpa_ooo_cb)(void *ud, const uw_mpa_ooo_event *ev);
@@ -226,8 +226,8 @@ void uw_mpa_ooo_destroy(uw_mpa_ooo *r);
  * segment is dropped, nothing else changes; TCP will resend it later); or a
  * sticky protocol error (UW_EMPA_CRC, UW_EMPA_MARKER, UW_EMPA_ULPDU_TOO_LONG)
  * after which nothing more is reported. */
-int uw_mpa_ooo_segment(uw_mpa_ooo *r, uint32_t seq, const void *data, size_t len,
-                       uw_mpa_ooo_cb cb, void *ud);
+int uw_mpa_ooo_segment(uw_mpa_ooo *r, uint32_t seq, const void *data, size_t len, uw_mpa_ooo_cb cb,
+                       void *ud);
 
 /* Stream position up to which everything has been delivered. */
 uint32_t uw_mpa_ooo_delivered_pos(const uw_mpa_ooo *r);
@@ -253,9 +253,9 @@ enum uw_mpa_frame_type {
  * debugging tool wants to see them); the negotiation functions apply the
  * rules for ignoring them. */
 typedef struct uw_mpa_frame {
-    int type;            /* UW_MPA_REQUEST or UW_MPA_REPLY */
+    int type; /* UW_MPA_REQUEST or UW_MPA_REPLY */
     bool m, c, r, s;
-    uint8_t res;         /* the 4 reserved bits (low nibble of octet 16) */
+    uint8_t res; /* the 4 reserved bits (low nibble of octet 16) */
     uint8_t rev;
     uint16_t pd_length;  /* PD_Length: all private data, RFC 6581 word included */
     bool enhanced;       /* the RFC 6581 word is present: rev >= 2 and S set */
@@ -307,33 +307,33 @@ bool uw_mpa_frame_parser_done(const uw_mpa_frame_parser *p);
 /* Negotiation (pure functions)                                              */
 
 typedef struct uw_mpa_policy {
-    bool crc;          /* ask for CRCs (C); RFC 5044 4.4: the default is on */
-    bool markers;      /* require markers on what we receive (M) */
-    uint8_t rev;       /* highest MPA revision spoken: 1 or 2 */
-    bool enhanced;     /* initiator: send the RFC 6581 word (needs rev 2) */
-    uint16_t ird;      /* inbound RDMA Read depth to advertise / keep */
-    uint16_t ord;      /* outbound RDMA Read depth wanted */
-    uint16_t ird_max;  /* most inbound Reads we can hold; 0 means ird */
-    uint16_t ord_min;  /* responder: least ORD the ULP needs (reject with code 6 below it) */
-    bool p2p;          /* initiator: ask for the peer-to-peer model (A) */
-    uint8_t rtr;       /* RTR types we can send (initiator) or accept (responder) */
-    bool accept_rev0;  /* permissive: accept RDMAC Rev 0 peers (RFC 5044 App. C) */
+    bool crc;         /* ask for CRCs (C); RFC 5044 4.4: the default is on */
+    bool markers;     /* require markers on what we receive (M) */
+    uint8_t rev;      /* highest MPA revision spoken: 1 or 2 */
+    bool enhanced;    /* initiator: send the RFC 6581 word (needs rev 2) */
+    uint16_t ird;     /* inbound RDMA Read depth to advertise / keep */
+    uint16_t ord;     /* outbound RDMA Read depth wanted */
+    uint16_t ird_max; /* most inbound Reads we can hold; 0 means ird */
+    uint16_t ord_min; /* responder: least ORD the ULP needs (reject with code 6 below it) */
+    bool p2p;         /* initiator: ask for the peer-to-peer model (A) */
+    uint8_t rtr;      /* RTR types we can send (initiator) or accept (responder) */
+    bool accept_rev0; /* permissive: accept RDMAC Rev 0 peers (RFC 5044 App. C) */
 } uw_mpa_policy;
 
 /* crc on, markers off, rev 2, enhanced, IRD/ORD 16, all RTR types, no p2p. */
 void uw_mpa_policy_default(uw_mpa_policy *p);
 
 typedef struct uw_mpa_params {
-    uint8_t rev;          /* MPA revision in the peer's frame */
-    uint8_t ddp_version;  /* DDP/RDMAP version: 1 (IETF) or 0 (RDMAC) */
-    bool crc;             /* CRCs generated and checked */
-    bool markers_rx;      /* the peer inserts markers in what we receive */
-    bool markers_tx;      /* we insert markers in what we send */
-    bool enhanced;        /* both sides used the RFC 6581 word */
-    uint16_t ird, ord;    /* our endpoint's values after negotiation */
+    uint8_t rev;                 /* MPA revision in the peer's frame */
+    uint8_t ddp_version;         /* DDP/RDMAP version: 1 (IETF) or 0 (RDMAC) */
+    bool crc;                    /* CRCs generated and checked */
+    bool markers_rx;             /* the peer inserts markers in what we receive */
+    bool markers_tx;             /* we insert markers in what we send */
+    bool enhanced;               /* both sides used the RFC 6581 word */
+    uint16_t ird, ord;           /* our endpoint's values after negotiation */
     uint16_t peer_ird, peer_ord; /* the peer's values as sent (0x3FFF if it sent none) */
-    bool p2p;             /* peer-to-peer model with an RTR */
-    uint8_t rtr;          /* initiator: the one RTR type to send; responder: those offered */
+    bool p2p;                    /* peer-to-peer model with an RTR */
+    uint8_t rtr;                 /* initiator: the one RTR type to send; responder: those offered */
 } uw_mpa_params;
 
 /* Initiator: builds the MPA Request for pol with ULP private data pd.
@@ -347,16 +347,16 @@ int uw_mpa_request(const uw_mpa_policy *pol, const void *pd, size_t pd_len, uw_m
  * below pol->ord_min; *rep is a reject frame naming the ORD needed, code 6),
  * UW_EMPA_RTR (p2p asked but we accept no RTR type, code 7), UW_EINVAL,
  * UW_EMPA_PD_LENGTH. */
-int uw_mpa_respond(const uw_mpa_policy *pol, const uw_mpa_frame *req, bool reject,
-                   const void *pd, size_t pd_len, uw_mpa_frame *rep, uw_mpa_params *params);
+int uw_mpa_respond(const uw_mpa_policy *pol, const uw_mpa_frame *req, bool reject, const void *pd,
+                   size_t pd_len, uw_mpa_frame *rep, uw_mpa_params *params);
 
 /* Initiator: checks the Reply rep to our Request req and gives the connection
  * parameters. Errors: UW_ECONNREFUSED (R set; params hold the peer's IRD/ORD),
  * UW_EMPA_REV / UW_EMPA_NOT_ENHANCED / UW_EMPA_ENH_UNEXPECTED (code 4),
  * UW_EMPA_IRD (the responder's ORD exceeds our ird_max, code 6), UW_EMPA_RTR
  * (no RTR type in common or the connection model differs, code 7), UW_EINVAL. */
-int uw_mpa_accept_reply(const uw_mpa_policy *pol, const uw_mpa_frame *req,
-                        const uw_mpa_frame *rep, uw_mpa_params *params);
+int uw_mpa_accept_reply(const uw_mpa_policy *pol, const uw_mpa_frame *req, const uw_mpa_frame *rep,
+                        uw_mpa_params *params);
 
 #pragma GCC visibility pop
 

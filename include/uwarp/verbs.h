@@ -70,7 +70,7 @@ typedef struct uw_ctx_attr {
     const uw_allocator *alloc; /* NULL: malloc/free. Used only for object setup. */
     uw_log_fn log;             /* NULL: silent */
     void *log_ud;
-    int log_level;             /* most verbose level passed to log */
+    int log_level; /* most verbose level passed to log */
 } uw_ctx_attr;
 
 /* Creates a context. attr may be NULL. Errors: UW_ENOMEM, or a negative errno
@@ -108,7 +108,8 @@ enum uw_access {
     UW_ACCESS_LOCAL_WRITE = 1u << 0,  /* receive buffers and Read sinks */
     UW_ACCESS_REMOTE_WRITE = 1u << 1, /* target of the peer's RDMA Write */
     UW_ACCESS_REMOTE_READ = 1u << 2,  /* source of the peer's RDMA Read */
-    UW_ACCESS_REMOTE_INVALIDATE = 1u << 3, /* the peer may invalidate it with Send with Invalidate */
+    UW_ACCESS_REMOTE_INVALIDATE = 1u
+                                  << 3, /* the peer may invalidate it with Send with Invalidate */
 };
 
 /* Registers [addr, addr+len) for access. The region's Tagged Offsets are
@@ -139,27 +140,27 @@ enum uw_wc_opcode {
 
 enum uw_wc_status {
     UW_WC_SUCCESS = 0,
-    UW_WC_LOC_LEN_ERR = 1,  /* a received message was longer than the posted buffer */
-    UW_WC_LOC_PROT_ERR = 2, /* a scatter/gather entry names a bad or foreign lkey or range */
-    UW_WC_WR_FLUSH_ERR = 5, /* the QP left RTS before this request ran or finished */
+    UW_WC_LOC_LEN_ERR = 1,     /* a received message was longer than the posted buffer */
+    UW_WC_LOC_PROT_ERR = 2,    /* a scatter/gather entry names a bad or foreign lkey or range */
+    UW_WC_WR_FLUSH_ERR = 5,    /* the QP left RTS before this request ran or finished */
     UW_WC_REM_ACCESS_ERR = 10, /* the peer refused: Terminate with a protection error */
     UW_WC_REM_OP_ERR = 11,     /* the peer reported another error in a Terminate */
     UW_WC_FATAL_ERR = 12,      /* local protocol or transport failure */
     UW_WC_TIMEOUT_ERR = 13,
 };
 
-#define UW_WC_WITH_INV 0x1u /* RECV: the Send invalidated invalidated_stag */
+#define UW_WC_WITH_INV 0x1u  /* RECV: the Send invalidated invalidated_stag */
 #define UW_WC_SOLICITED 0x2u /* RECV: the Send carried the Solicited Event flag */
 
 typedef struct uw_wc {
     uint64_t wr_id;
-    int status;          /* enum uw_wc_status */
-    int opcode;          /* enum uw_wc_opcode */
-    uint32_t byte_len;   /* RECV: octets received; RDMA_READ: octets read */
-    uint32_t flags;      /* UW_WC_* */
+    int status;        /* enum uw_wc_status */
+    int opcode;        /* enum uw_wc_opcode */
+    uint32_t byte_len; /* RECV: octets received; RDMA_READ: octets read */
+    uint32_t flags;    /* UW_WC_* */
     uint32_t invalidated_stag;
     uw_qp *qp;
-    int err;             /* status != SUCCESS: the UW_E* cause, for logs */
+    int err; /* status != SUCCESS: the UW_E* cause, for logs */
 } uw_wc;
 
 /* A CQ holds up to depth completions; when full, further completions of its
@@ -200,12 +201,12 @@ enum uw_wr_opcode {
 
 typedef struct uw_send_wr {
     uint64_t wr_id;
-    int opcode;         /* enum uw_wr_opcode */
-    unsigned flags;     /* UW_SEND_* */
+    int opcode;     /* enum uw_wr_opcode */
+    unsigned flags; /* UW_SEND_* */
     const uw_sge *sg_list;
-    int num_sge;        /* 0..UW_MAX_SGE */
-    uint64_t remote_addr; /* WRITE/READ: the peer's Tagged Offset */
-    uint32_t rkey;        /* WRITE/READ: the peer's STag */
+    int num_sge;              /* 0..UW_MAX_SGE */
+    uint64_t remote_addr;     /* WRITE/READ: the peer's Tagged Offset */
+    uint32_t rkey;            /* WRITE/READ: the peer's STag */
     uint32_t invalidate_stag; /* SEND_WITH_INV: the peer's STag to invalidate; LOCAL_INV: ours */
 } uw_send_wr;
 
@@ -225,9 +226,9 @@ typedef struct uw_qp_attr {
 } uw_qp_attr;
 
 enum uw_qp_state {
-    UW_QPS_IDLE = 0,  /* created, not connected */
+    UW_QPS_IDLE = 0, /* created, not connected */
     UW_QPS_CONNECTING = 1,
-    UW_QPS_RTS = 2,   /* connected: work requests run */
+    UW_QPS_RTS = 2, /* connected: work requests run */
     UW_QPS_CLOSING = 3,
     UW_QPS_ERROR = 4, /* Terminate sent or received, or transport failure: only destroy remains */
     UW_QPS_CLOSED = 5,
@@ -290,15 +291,15 @@ typedef struct uw_conn_param {
     uint8_t rev;              /* highest MPA revision: 1 or 2 (0: 2) */
     int crc;                  /* enum uw_crc_policy */
     bool markers;             /* require markers on what we receive */
-    uint16_t ird, ord;        /* 0: 16 each; UW_CONN_ZERO asks for 0; UW_MPA_NO_NEGOTIATION allowed */
-    bool p2p;                 /* peer-to-peer model with an RTR (RFC 6581 7) */
-    uint8_t rtr;              /* UW_MPA_RTR_* offered (initiator) or accepted (responder) */
-    bool accept_rev0;         /* responder: accept RDMAC Rev 0 */
-    int timeout_ms;           /* every startup wait; 0: 10000 initiator, 5000 responder */
+    uint16_t ird, ord; /* 0: 16 each; UW_CONN_ZERO asks for 0; UW_MPA_NO_NEGOTIATION allowed */
+    bool p2p;          /* peer-to-peer model with an RTR (RFC 6581 7) */
+    uint8_t rtr;       /* UW_MPA_RTR_* offered (initiator) or accepted (responder) */
+    bool accept_rev0;  /* responder: accept RDMAC Rev 0 */
+    int timeout_ms;    /* every startup wait; 0: 10000 initiator, 5000 responder */
     const char *tcp_congestion; /* TCP congestion control ("cubic", ...); NULL: system default */
-    uint32_t max_fpdu;        /* largest ULPDU (DDP header + payload) we send; 0: the MULPDU
-                                 of the TCP EMSS (RFC 5044 4.5). Lower values (at least 128)
-                                 give one FPDU per segment of a smaller path MTU. */
+    uint32_t max_fpdu;          /* largest ULPDU (DDP header + payload) we send; 0: the MULPDU
+                                   of the TCP EMSS (RFC 5044 4.5). Lower values (at least 128)
+                                   give one FPDU per segment of a smaller path MTU. */
 } uw_conn_param;
 
 enum uw_cm_event_type {

@@ -74,9 +74,8 @@ static int sock_setup(int fd, const uw_conn_param *p)
      * the connection's timeout, not a hang. */
     unsigned ut = (unsigned)(p->timeout_ms ? p->timeout_ms : 10000);
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
-    if (p->tcp_congestion &&
-        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, p->tcp_congestion,
-                   (socklen_t)strlen(p->tcp_congestion)) < 0)
+    if (p->tcp_congestion && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, p->tcp_congestion,
+                                        (socklen_t)strlen(p->tcp_congestion)) < 0)
         return -errno;
     return 0;
 }
@@ -303,8 +302,8 @@ static void start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator)
     int mtu = 0;
     socklen_t l = sizeof(mtu);
     bool v6 = qp->peer.ss_family == AF_INET6;
-    if (mk && getsockopt(qp->fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_MTU : IP_MTU, &mtu,
-                         &l) == 0 &&
+    if (mk &&
+        getsockopt(qp->fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_MTU : IP_MTU, &mtu, &l) == 0 &&
         mtu > 100) {
         uint32_t big = mulpdu_for(qp, mtu - (v6 ? 60 : 40), mk);
         if (big > max)
@@ -323,8 +322,8 @@ static int got_request(uw_qp *qp)
         uw_mpa_frame rj;
         if (uw_mpa_respond(&qp->pol, &qp->req, true, NULL, 0, &rj, &qp->mpa) == 0 ||
             r == UW_EMPA_IRD) {
-            ssize_t n = uw_mpa_frame_encode(r == UW_EMPA_IRD ? &rep : &rj, qp->hs_out,
-                                            sizeof(qp->hs_out));
+            ssize_t n =
+                uw_mpa_frame_encode(r == UW_EMPA_IRD ? &rep : &rj, qp->hs_out, sizeof(qp->hs_out));
             if (n > 0) {
                 qp->hs_len = (uint32_t)n;
                 qp->hs_off = 0;
@@ -532,7 +531,8 @@ int uw__cm_handshake(uw_qp *qp, unsigned events)
         }
         if (rx->st_head == rx->st_tail)
             rx->st_head = rx->st_tail = 0;
-        ssize_t n = recv(qp->fd, rx->stage + rx->st_tail, rx->stage_cap - rx->st_tail, MSG_DONTWAIT);
+        ssize_t n =
+            recv(qp->fd, rx->stage + rx->st_tail, rx->stage_cap - rx->st_tail, MSG_DONTWAIT);
         if (n == 0)
             return UW_EMPA_TRUNCATED_FRAME;
         if (n < 0)

@@ -36,8 +36,8 @@ struct uw_sdp_socket {
     uw_sdp_sock *next, *prev; /* every socket of the stack, closing ones too */
     uw_sdp_sock *dnext;       /* dirty list: readiness to refresh */
     bool dirty;
-    uint64_t serial;          /* unique in the stack: a freed socket's address and
-                                 descriptor numbers come back, this does not */
+    uint64_t serial; /* unique in the stack: a freed socket's address and
+                        descriptor numbers come back, this does not */
     int domain;
     int state; /* enum uw__sdp_sstate */
     bool nonblock;

@@ -249,7 +249,8 @@ static void post_recv(uw_sdp_sock *s, const uw_sdp_post *p)
     uw_mr *mr = mr_for(s, p->id, p->addr, p->len);
     int r = UW_ENOMEM;
     if (mr) {
-        uw_sge sge = {.addr = (uint64_t)(uintptr_t)p->addr, .length = p->len, .lkey = uw_mr_stag(mr)};
+        uw_sge sge = {
+            .addr = (uint64_t)(uintptr_t)p->addr, .length = p->len, .lkey = uw_mr_stag(mr)};
         uw_recv_wr wr = {.wr_id = p->id, .sg_list = &sge, .num_sge = 1};
         r = uw_post_recv(s->qp, &wr, 1, NULL);
     }
@@ -503,7 +504,8 @@ static void embryo_ready(uw_sdp_sock *s)
                 ((struct sockaddr_in6 *)&s->local)->sin6_port =
                     ((struct sockaddr_in6 *)&svc)->sin6_port;
             else
-                ((struct sockaddr_in *)&s->local)->sin_port = ((struct sockaddr_in *)&svc)->sin_port;
+                ((struct sockaddr_in *)&s->local)->sin_port =
+                    ((struct sockaddr_in *)&svc)->sin_port;
         }
     }
     uw__sdp_apply_keepalive(s);
@@ -1234,7 +1236,12 @@ void uw_sdp_stack_atfork(uw_sdp_stack *st, int phase)
      * Every descriptor goes, so that the child holds none of the parent's
      * connections, listening ports or mirrors open. */
     for (uw_sdp_sock *s = st->socks; s; s = s->next) {
-        int fds[] = {s->rd.a, s->rd.b, s->bind_fd, s->pm_fd, s->tcp_lfd, s->tcp_fd,
+        int fds[] = {s->rd.a,
+                     s->rd.b,
+                     s->bind_fd,
+                     s->pm_fd,
+                     s->tcp_lfd,
+                     s->tcp_fd,
                      s->lst ? s->lst->fd : -1};
         for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
             if (fds[i] >= 0)

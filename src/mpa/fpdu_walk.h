@@ -38,11 +38,11 @@ typedef struct uw__run {
 } uw__run;
 
 typedef struct uw__walk {
-    uint32_t pos;     /* stream position of the FPDU's first octet */
-    uint32_t wire;    /* wire offset of the next run */
-    uint32_t logical; /* logical offset of the next data octet */
+    uint32_t pos;      /* stream position of the FPDU's first octet */
+    uint32_t wire;     /* wire offset of the next run */
+    uint32_t logical;  /* logical offset of the next data octet */
     uint32_t bound[4]; /* ends of the LEN, PAYLOAD, PAD and CRC fields */
-    uint32_t hdr;     /* wire offset of the ULPDU_Length field */
+    uint32_t hdr;      /* wire offset of the ULPDU_Length field */
     bool markers;
 } uw__walk;
 

@@ -108,7 +108,8 @@ static bool expired(uint64_t dl)
 
 /* ---- poll, ppoll ------------------------------------------------------------ */
 
-static int drive_poll(uw_sdp_stack *st, struct pollfd *fds, nfds_t n, uint64_t dl, const sigset_t *mask)
+static int drive_poll(uw_sdp_stack *st, struct pollfd *fds, nfds_t n, uint64_t dl,
+                      const sigset_t *mask)
 {
     struct pollfd local[33];
     struct pollfd *p = n < 33 ? local : malloc((n + 1) * sizeof(*p));
@@ -189,8 +190,8 @@ PL_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdsle
     return poll(fds, n, timeout);
 }
 
-PL_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask,
-                          size_t fdslen)
+PL_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+                          const sigset_t *mask, size_t fdslen)
 {
     if (fdslen / sizeof(*fds) < n)
         abort();
@@ -298,7 +299,8 @@ PL_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct
     uw_sdp_stack *st = drive_start();
     if (!st)
         return REAL(pselect)(nfds, rd, wr, ex, ts, mask);
-    if (nfds < 0 || nfds > FD_SETSIZE || (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000L))) {
+    if (nfds < 0 || nfds > FD_SETSIZE ||
+        (ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000L))) {
         drive_stop();
         return REAL(pselect)(nfds, rd, wr, ex, ts, mask);
     }
@@ -354,7 +356,8 @@ static int epoll_common(int epfd, struct epoll_event *ev, int max, const struct 
     uw_sdp_stack *st = drive_start();
     if (!st) {
         if (use_ms)
-            return mask ? REAL(epoll_pwait)(epfd, ev, max, ms, mask) : REAL(epoll_wait)(epfd, ev, max, ms);
+            return mask ? REAL(epoll_pwait)(epfd, ev, max, ms, mask)
+                        : REAL(epoll_wait)(epfd, ev, max, ms);
         return REAL(epoll_pwait2)(epfd, ev, max, ts, mask);
     }
     int r;
@@ -376,7 +379,8 @@ PL_EXPORT int epoll_wait(int epfd, struct epoll_event *ev, int max, int timeout)
     return epoll_common(epfd, ev, max, NULL, NULL, timeout, true);
 }
 
-PL_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout, const sigset_t *mask)
+PL_EXPORT int epoll_pwait(int epfd, struct epoll_event *ev, int max, int timeout,
+                          const sigset_t *mask)
 {
     return epoll_common(epfd, ev, max, NULL, mask, timeout, true);
 }

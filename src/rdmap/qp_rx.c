@@ -85,11 +85,17 @@ static int tagged_target(uw_qp *qp, uint32_t stag, uint64_t to, uint32_t len, un
 static bool untagged_op_ok(uint8_t op, uint32_t qn)
 {
     switch (op) {
-    case UW__OP_READ_REQ: return qn == UW__QN_READ;
-    case UW__OP_SEND: case UW__OP_SEND_INV: case UW__OP_SEND_SE: case UW__OP_SEND_SE_INV:
+    case UW__OP_READ_REQ:
+        return qn == UW__QN_READ;
+    case UW__OP_SEND:
+    case UW__OP_SEND_INV:
+    case UW__OP_SEND_SE:
+    case UW__OP_SEND_SE_INV:
         return qn == UW__QN_SEND;
-    case UW__OP_TERMINATE: return qn == UW__QN_TERM;
-    default: return false;
+    case UW__OP_TERMINATE:
+        return qn == UW__QN_TERM;
+    default:
+        return false;
     }
 }
 
@@ -242,8 +248,8 @@ static void scrub(uw_qp *qp)
 static int fail(uw_qp *qp, int err, bool with_hdr)
 {
     struct uw__rx *rx = &qp->rx;
-    bool rd = with_hdr && !rx->h.tagged && rx->h.qn == UW__QN_READ &&
-              rx->small_len >= UW__READ_REQ_LEN;
+    bool rd =
+        with_hdr && !rx->h.tagged && rx->h.qn == UW__QN_READ && rx->small_len >= UW__READ_REQ_LEN;
     uw__qp_terminate(qp, err, with_hdr ? &rx->h : NULL, rd ? rx->small : NULL);
     rx->in_fpdu = false;
     return err;
@@ -295,8 +301,11 @@ static int send_done(uw_qp *qp)
     qp->rq_msg_off = rx->rmo;
     if (!h->last)
         return 0;
-    uw_wc wc = {.wr_id = rx->rwqe->wr.wr_id, .status = UW_WC_SUCCESS, .opcode = UW_WC_RECV,
-                .byte_len = qp->rq_msg_off, .qp = qp};
+    uw_wc wc = {.wr_id = rx->rwqe->wr.wr_id,
+                .status = UW_WC_SUCCESS,
+                .opcode = UW_WC_RECV,
+                .byte_len = qp->rq_msg_off,
+                .qp = qp};
     if (h->opcode == UW__OP_SEND_SE || h->opcode == UW__OP_SEND_SE_INV)
         wc.flags |= UW_WC_SOLICITED;
     if (h->opcode == UW__OP_SEND_INV || h->opcode == UW__OP_SEND_SE_INV) {
@@ -469,21 +478,21 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
      * go to the CRC in one call when the span breaks, not one per run. */
     const uint8_t *cs = NULL;
     uint32_t cl = 0;
-#define CRC_FLUSH()                                                                                \
-    do {                                                                                           \
-        if (cl)                                                                                    \
-            rx->crc = uw_crc32c_update(rx->crc, cs, cl);                                           \
-        cl = 0;                                                                                    \
+#define CRC_FLUSH()                                      \
+    do {                                                 \
+        if (cl)                                          \
+            rx->crc = uw_crc32c_update(rx->crc, cs, cl); \
+        cl = 0;                                          \
     } while (0)
-#define CRC_SPAN(at, n)                                                                            \
-    do {                                                                                           \
-        if (cl && cs + cl == (at)) {                                                               \
-            cl += (n);                                                                             \
-        } else {                                                                                   \
-            CRC_FLUSH();                                                                           \
-            cs = (at);                                                                             \
-            cl = (n);                                                                              \
-        }                                                                                          \
+#define CRC_SPAN(at, n)              \
+    do {                             \
+        if (cl && cs + cl == (at)) { \
+            cl += (n);               \
+        } else {                     \
+            CRC_FLUSH();             \
+            cs = (at);               \
+            cl = (n);                \
+        }                            \
     } while (0)
     *used = 0;
     while (len) {
@@ -510,8 +519,8 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
              * 508 octets. */
             uw__walk *w = &rx->w;
             const uint32_t iv = UW_MPA_MARKER_INTERVAL, ml = UW_MPA_MARKER_LEN;
-            while (len >= iv && w->wire != 0 && (w->pos + w->wire) % iv == 0 &&
-                   w->logical >= 2 && w->logical + (iv - ml) <= w->bound[1]) {
+            while (len >= iv && w->wire != 0 && (w->pos + w->wire) % iv == 0 && w->logical >= 2 &&
+                   w->logical + (iv - ml) <= w->bound[1]) {
                 mark_check(rx, p, w->wire - w->hdr);
                 place(qp, p + ml, iv - ml);
                 if (want_crc)
@@ -735,8 +744,8 @@ int uw__qp_rx_iov(uw_qp *qp, struct iovec *iov, int cap)
     iov[0].iov_len = rx->stage_cap - rx->st_tail;
     /* After a large FPDU another is likely: take just its header, so that
      * its payload can be read straight to its destination. */
-    if (rx->big && !(qp->flags_rx & UW_MPA_MARKERS) && !rx->in_fpdu &&
-        rx->st_head == rx->st_tail && iov[0].iov_len > UW__RX_LOOKAHEAD)
+    if (rx->big && !(qp->flags_rx & UW_MPA_MARKERS) && !rx->in_fpdu && rx->st_head == rx->st_tail &&
+        iov[0].iov_len > UW__RX_LOOKAHEAD)
         iov[0].iov_len = UW__RX_LOOKAHEAD;
     return iov[0].iov_len ? 1 : 0;
 }

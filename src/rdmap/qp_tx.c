@@ -77,8 +77,7 @@ static void frame_commit(uw_qp *qp, struct uw__txf *f, size_t hlen, const struct
 }
 
 /* The iovecs of payload octets [off, off+len) of a scatter list. */
-static size_t sge_slice(const uw_sge *sge, int nsge, uint32_t off, uint32_t len,
-                        struct iovec *out)
+static size_t sge_slice(const uw_sge *sge, int nsge, uint32_t off, uint32_t len, struct iovec *out)
 {
     size_t n = 0;
     for (int i = 0; i < nsge && len; i++) {
@@ -101,15 +100,27 @@ static size_t sge_slice(const uw_sge *sge, int nsge, uint32_t off, uint32_t len,
 static void hdr_untagged(uw_qp *qp, uint8_t *out, uint8_t op, bool last, uint32_t qn, uint32_t msn,
                          uint32_t mo, uint32_t inv)
 {
-    uw__ddp_hdr h = {.tagged = false, .last = last, .dv = qp->mpa.ddp_version ? 1 : 0, .rv = 1,
-                     .opcode = op, .stag = inv, .qn = qn, .msn = msn, .mo = mo};
+    uw__ddp_hdr h = {.tagged = false,
+                     .last = last,
+                     .dv = qp->mpa.ddp_version ? 1 : 0,
+                     .rv = 1,
+                     .opcode = op,
+                     .stag = inv,
+                     .qn = qn,
+                     .msn = msn,
+                     .mo = mo};
     uw__ddp_hdr_encode(&h, out);
 }
 
 static void hdr_tagged(uw_qp *qp, uint8_t *out, uint8_t op, bool last, uint32_t stag, uint64_t to)
 {
-    uw__ddp_hdr h = {.tagged = true, .last = last, .dv = qp->mpa.ddp_version ? 1 : 0, .rv = 1,
-                     .opcode = op, .stag = stag, .to = to};
+    uw__ddp_hdr h = {.tagged = true,
+                     .last = last,
+                     .dv = qp->mpa.ddp_version ? 1 : 0,
+                     .rv = 1,
+                     .opcode = op,
+                     .stag = stag,
+                     .to = to};
     uw__ddp_hdr_encode(&h, out);
 }
 

@@ -156,36 +156,93 @@ uw_term uw__term_for_error(int err, bool tagged)
     uw_term t = {UW_TERM_RDMAP, 2, 0xFF};
 #define T(l, e, c) (t = (uw_term){(l), (e), (c)})
     switch (err) {
-    case UW_EMPA_TRUNCATED: T(UW_TERM_LLP, 0, 1); break;
-    case UW_EMPA_CRC: T(UW_TERM_LLP, 0, 2); break;
-    case UW_EMPA_MARKER: T(UW_TERM_LLP, 0, 3); break;
-    case UW_EMPA_ULPDU_TOO_LONG: T(UW_TERM_LLP, 0, 4); break;
-    case UW_EMPA_IRD: T(UW_TERM_LLP, 0, 6); break;
-    case UW_EMPA_RTR: case UW_EMPA_RTR_MISSING: T(UW_TERM_LLP, 0, 7); break;
-    case UW_EDDP_STAG: T(UW_TERM_DDP, 1, 0); break;
-    case UW_EDDP_BOUNDS: T(UW_TERM_DDP, 1, 1); break;
-    case UW_EDDP_PD: T(UW_TERM_DDP, 1, 2); break;
-    case UW_EDDP_TO_WRAP: T(UW_TERM_DDP, 1, 3); break;
+    case UW_EMPA_TRUNCATED:
+        T(UW_TERM_LLP, 0, 1);
+        break;
+    case UW_EMPA_CRC:
+        T(UW_TERM_LLP, 0, 2);
+        break;
+    case UW_EMPA_MARKER:
+        T(UW_TERM_LLP, 0, 3);
+        break;
+    case UW_EMPA_ULPDU_TOO_LONG:
+        T(UW_TERM_LLP, 0, 4);
+        break;
+    case UW_EMPA_IRD:
+        T(UW_TERM_LLP, 0, 6);
+        break;
+    case UW_EMPA_RTR:
+    case UW_EMPA_RTR_MISSING:
+        T(UW_TERM_LLP, 0, 7);
+        break;
+    case UW_EDDP_STAG:
+        T(UW_TERM_DDP, 1, 0);
+        break;
+    case UW_EDDP_BOUNDS:
+        T(UW_TERM_DDP, 1, 1);
+        break;
+    case UW_EDDP_PD:
+        T(UW_TERM_DDP, 1, 2);
+        break;
+    case UW_EDDP_TO_WRAP:
+        T(UW_TERM_DDP, 1, 3);
+        break;
     /* RFC 5041 7.2: version errors are reported per buffer model. */
-    case UW_EDDP_VERSION: tagged ? T(UW_TERM_DDP, 1, 4) : T(UW_TERM_DDP, 2, 6); break;
-    case UW_EDDP_QN: T(UW_TERM_DDP, 2, 1); break;
-    case UW_EDDP_NOBUF: T(UW_TERM_DDP, 2, 2); break;
-    case UW_EDDP_MSN: T(UW_TERM_DDP, 2, 3); break;
-    case UW_EDDP_MO: T(UW_TERM_DDP, 2, 4); break;
-    case UW_EDDP_TOO_LONG: T(UW_TERM_DDP, 2, 5); break;
-    case UW_EDDP_HDR: T(UW_TERM_DDP, 0, 0); break;
-    case UW_ERDMAP_STAG: T(UW_TERM_RDMAP, 1, 0); break;
-    case UW_ERDMAP_BOUNDS: T(UW_TERM_RDMAP, 1, 1); break;
-    case UW_ERDMAP_ACCESS: T(UW_TERM_RDMAP, 1, 2); break;
-    case UW_ERDMAP_PD: T(UW_TERM_RDMAP, 1, 3); break;
-    case UW_ERDMAP_TO_WRAP: T(UW_TERM_RDMAP, 1, 4); break;
-    case UW_ERDMAP_INVALIDATE: T(UW_TERM_RDMAP, 1, 9); break;
-    case UW_ERDMAP_VERSION: T(UW_TERM_RDMAP, 2, 5); break;
-    case UW_ERDMAP_OPCODE: case UW_ERDMAP_UNEXPECTED: T(UW_TERM_RDMAP, 2, 6); break;
+    case UW_EDDP_VERSION:
+        tagged ? T(UW_TERM_DDP, 1, 4) : T(UW_TERM_DDP, 2, 6);
+        break;
+    case UW_EDDP_QN:
+        T(UW_TERM_DDP, 2, 1);
+        break;
+    case UW_EDDP_NOBUF:
+        T(UW_TERM_DDP, 2, 2);
+        break;
+    case UW_EDDP_MSN:
+        T(UW_TERM_DDP, 2, 3);
+        break;
+    case UW_EDDP_MO:
+        T(UW_TERM_DDP, 2, 4);
+        break;
+    case UW_EDDP_TOO_LONG:
+        T(UW_TERM_DDP, 2, 5);
+        break;
+    case UW_EDDP_HDR:
+        T(UW_TERM_DDP, 0, 0);
+        break;
+    case UW_ERDMAP_STAG:
+        T(UW_TERM_RDMAP, 1, 0);
+        break;
+    case UW_ERDMAP_BOUNDS:
+        T(UW_TERM_RDMAP, 1, 1);
+        break;
+    case UW_ERDMAP_ACCESS:
+        T(UW_TERM_RDMAP, 1, 2);
+        break;
+    case UW_ERDMAP_PD:
+        T(UW_TERM_RDMAP, 1, 3);
+        break;
+    case UW_ERDMAP_TO_WRAP:
+        T(UW_TERM_RDMAP, 1, 4);
+        break;
+    case UW_ERDMAP_INVALIDATE:
+        T(UW_TERM_RDMAP, 1, 9);
+        break;
+    case UW_ERDMAP_VERSION:
+        T(UW_TERM_RDMAP, 2, 5);
+        break;
+    case UW_ERDMAP_OPCODE:
+    case UW_ERDMAP_UNEXPECTED:
+        T(UW_TERM_RDMAP, 2, 6);
+        break;
     /* Linux siw reports a Read beyond IRD as a stream-local catastrophe. */
-    case UW_ERDMAP_IRD: T(UW_TERM_RDMAP, 2, 7); break;
-    case UW_ELOCAL_CATASTROPHIC: T(UW_TERM_RDMAP, 0, 0); break;
-    default: break;
+    case UW_ERDMAP_IRD:
+        T(UW_TERM_RDMAP, 2, 7);
+        break;
+    case UW_ELOCAL_CATASTROPHIC:
+        T(UW_TERM_RDMAP, 0, 0);
+        break;
+    default:
+        break;
     }
 #undef T
     return t;
@@ -193,23 +250,35 @@ uw_term uw__term_for_error(int err, bool tagged)
 
 const char *uw_term_describe(uw_term t)
 {
-    static const char *const llp[] = {"LLP: unknown", "MPA: TCP connection lost",
-        "MPA: CRC error", "MPA: marker and ULPDU length disagree",
-        "MPA: invalid Request or Reply frame", "MPA: local catastrophic",
-        "MPA: insufficient IRD resources", "MPA: no matching RTR option"};
-    static const char *const ddp_t[] = {"DDP tagged buffer: invalid STag",
-        "DDP tagged buffer: base or bounds violation",
-        "DDP tagged buffer: STag not associated with this stream",
-        "DDP tagged buffer: TO wrap", "DDP tagged buffer: invalid DDP version"};
+    static const char *const llp[] = {"LLP: unknown",
+                                      "MPA: TCP connection lost",
+                                      "MPA: CRC error",
+                                      "MPA: marker and ULPDU length disagree",
+                                      "MPA: invalid Request or Reply frame",
+                                      "MPA: local catastrophic",
+                                      "MPA: insufficient IRD resources",
+                                      "MPA: no matching RTR option"};
+    static const char *const ddp_t[] = {
+        "DDP tagged buffer: invalid STag", "DDP tagged buffer: base or bounds violation",
+        "DDP tagged buffer: STag not associated with this stream", "DDP tagged buffer: TO wrap",
+        "DDP tagged buffer: invalid DDP version"};
     static const char *const ddp_u[] = {"DDP untagged buffer: unknown",
-        "DDP untagged buffer: invalid QN", "DDP untagged buffer: no buffer (invalid MSN)",
-        "DDP untagged buffer: MSN out of range", "DDP untagged buffer: invalid MO",
-        "DDP untagged buffer: message too long", "DDP untagged buffer: invalid DDP version"};
-    static const char *const rdmap[] = {"RDMAP: invalid STag", "RDMAP: base or bounds violation",
-        "RDMAP: access rights violation", "RDMAP: STag not associated with this stream",
-        "RDMAP: TO wrap", "RDMAP: invalid RDMAP version", "RDMAP: unexpected opcode",
-        "RDMAP: catastrophic error localized to this stream", "RDMAP: catastrophic error, global",
-        "RDMAP: STag cannot be invalidated"};
+                                        "DDP untagged buffer: invalid QN",
+                                        "DDP untagged buffer: no buffer (invalid MSN)",
+                                        "DDP untagged buffer: MSN out of range",
+                                        "DDP untagged buffer: invalid MO",
+                                        "DDP untagged buffer: message too long",
+                                        "DDP untagged buffer: invalid DDP version"};
+    static const char *const rdmap[] = {"RDMAP: invalid STag",
+                                        "RDMAP: base or bounds violation",
+                                        "RDMAP: access rights violation",
+                                        "RDMAP: STag not associated with this stream",
+                                        "RDMAP: TO wrap",
+                                        "RDMAP: invalid RDMAP version",
+                                        "RDMAP: unexpected opcode",
+                                        "RDMAP: catastrophic error localized to this stream",
+                                        "RDMAP: catastrophic error, global",
+                                        "RDMAP: STag cannot be invalidated"};
     if (!uw__term_valid(t))
         return "undefined Terminate code";
     if (t.layer == UW_TERM_LLP)

@@ -32,12 +32,12 @@ enum { UW__QN_SEND = 0, UW__QN_READ = 1, UW__QN_TERM = 2 };
 
 typedef struct uw__ddp_hdr {
     bool tagged, last;
-    uint8_t dv;     /* DDP version */
-    uint8_t rv;     /* RDMAP version */
-    uint8_t opcode; /* enum uw__opcode */
-    uint8_t rsvd;   /* the reserved control bits, as received */
-    uint32_t stag;  /* tagged: STag; untagged: Invalidate STag (RDMAP field) */
-    uint64_t to;    /* tagged */
+    uint8_t dv;           /* DDP version */
+    uint8_t rv;           /* RDMAP version */
+    uint8_t opcode;       /* enum uw__opcode */
+    uint8_t rsvd;         /* the reserved control bits, as received */
+    uint32_t stag;        /* tagged: STag; untagged: Invalidate STag (RDMAP field) */
+    uint64_t to;          /* tagged */
     uint32_t qn, msn, mo; /* untagged */
 } uw__ddp_hdr;
 
@@ -51,11 +51,11 @@ typedef struct uw__read_req {
 
 typedef struct uw__term_msg {
     uw_term term;
-    bool m, d, r;         /* segment length / DDP header / RDMAP header included */
-    bool quirk;           /* the control octet was read in Linux siw's order */
-    uint16_t seg_len;     /* when m */
+    bool m, d, r;     /* segment length / DDP header / RDMAP header included */
+    bool quirk;       /* the control octet was read in Linux siw's order */
+    uint16_t seg_len; /* when m */
     uint8_t ddp_hdr[UW__DDP_UNTAGGED_HLEN];
-    uint8_t ddp_hdr_len;  /* when d: 14 or 18 */
+    uint8_t ddp_hdr_len; /* when d: 14 or 18 */
     uint8_t rdmap_hdr[UW__READ_REQ_LEN];
 } uw__term_msg;
 

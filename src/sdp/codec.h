@@ -109,11 +109,11 @@ typedef struct uw_sdp_msg {
     union {
         uw_sdp_hh hello;
         uw_sdp_hah helloack;
-        uw_sdp_avail avail;  /* SRCAVAIL, SINKAVAIL */
-        uint32_t value;      /* RWCH Len, RRCH Len, CRBH DesSz, CRBAH ActSz */
+        uw_sdp_avail avail; /* SRCAVAIL, SINKAVAIL */
+        uint32_t value;     /* RWCH Len, RRCH Len, CRBH DesSz, CRBAH ActSz */
         struct {
-            uint8_t mode;    /* enum uw_sdp_mode (reserved values rejected) */
-            bool s;          /* 1: change the send half-connection */
+            uint8_t mode; /* enum uw_sdp_mode (reserved values rejected) */
+            bool s;       /* 1: change the send half-connection */
         } mch;
         uw_sdp_susp susp;
     } u;

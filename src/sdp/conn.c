@@ -35,12 +35,14 @@ int uw__sdp_conn_create(uw_sdp_conn **out, const uw_sdp_conn_cfg *cfg)
     if (!k.rcv_size_min)
         k.rcv_size_min = UW_SDP_MIN_BUF;
     if (!k.rcv_size_max)
-        k.rcv_size_max = k.rcv_size > UW_SDP_MAX_ADVERT_LEN / 4 ? UW_SDP_MAX_ADVERT_LEN : k.rcv_size * 4;
+        k.rcv_size_max =
+            k.rcv_size > UW_SDP_MAX_ADVERT_LEN / 4 ? UW_SDP_MAX_ADVERT_LEN : k.rcv_size * 4;
     /* Section 10 rules 2 and 4; 6.2.1.3-6.2.1.7 (MaxAdverts, LocIRD, LocORD >= 1). */
-    if (k.rcv_size < UW_SDP_MIN_BUF || k.rcv_size > UW_SDP_MAX_ADVERT_LEN || k.rcv_bufs < UW_SDP_SPEC_MIN_BUFS ||
-        k.rcv_bufs > RX_CAP || k.tx_size < UW_SDP_MIN_BUF || k.tx_slots < 2 || k.tx_slots > TX_CAP ||
-        !k.max_adverts || !k.ird || !k.ord || k.rcv_size_min < UW_SDP_MIN_BUF ||
-        k.rcv_size_min > k.rcv_size || k.rcv_size_max < k.rcv_size)
+    if (k.rcv_size < UW_SDP_MIN_BUF || k.rcv_size > UW_SDP_MAX_ADVERT_LEN ||
+        k.rcv_bufs < UW_SDP_SPEC_MIN_BUFS || k.rcv_bufs > RX_CAP || k.tx_size < UW_SDP_MIN_BUF ||
+        k.tx_slots < 2 || k.tx_slots > TX_CAP || !k.max_adverts || !k.ird || !k.ord ||
+        k.rcv_size_min < UW_SDP_MIN_BUF || k.rcv_size_min > k.rcv_size ||
+        k.rcv_size_max < k.rcv_size)
         return UW_EINVAL;
     uw_allocator a = uw__allocator(k.alloc);
     uw_sdp_conn *c = a.alloc(a.ud, sizeof(*c));
@@ -339,7 +341,8 @@ int uw__sdp_conn_accept_hello(uw_sdp_conn *c, const uint8_t *pd, size_t len, con
     /* 6.2.1.4: DesRemRcvSz is a hint; smaller buffers than configured save
      * memory when the peer's sends are small, larger ones are not granted. */
     if (!c->posted) {
-        uint32_t want = h->des_rem_rcv_sz < c->cfg.rcv_size_min ? c->cfg.rcv_size_min : h->des_rem_rcv_sz;
+        uint32_t want =
+            h->des_rem_rcv_sz < c->cfg.rcv_size_min ? c->cfg.rcv_size_min : h->des_rem_rcv_sz;
         if (want < c->rcv_size)
             c->rcv_size = want;
     }
@@ -387,7 +390,7 @@ static int on_helloack(uw_sdp_conn *c, const uw_sdp_msg *m)
     c->remote_rcv_size = c->fill_limit = h->act_rcv_sz;
     c->remote_setup_bufs = m->bsdh.bufs;
     c->peer_bufs = m->bsdh.bufs;
-    c->peer_ack = 0; /* 6.2.2: MSeqAck of the HelloAck is not checked */
+    c->peer_ack = 0;          /* 6.2.2: MSeqAck of the HelloAck is not checked */
     c->state = UW_SDP_S_OPEN; /* step 7e: Combined Mode both ways */
     return 0;
 }
@@ -845,7 +848,9 @@ int uw__sdp_conn_setopt(uw_sdp_conn *c, int opt, int v)
          * not posting again, so Bufs shrinks as messages arrive. */
         uint64_t n = v <= 0 ? 0 : (uint64_t)v / c->rcv_size;
         c->rx_grow_max = 0; /* a size the application chose stays (TCP's SOCK_RCVBUF_LOCK) */
-        c->target_bufs = (uint32_t)(n < UW_SDP_MIN_BUFS ? UW_SDP_MIN_BUFS : n > RX_CAP ? RX_CAP : n);
+        c->target_bufs = (uint32_t)(n < UW_SDP_MIN_BUFS ? UW_SDP_MIN_BUFS
+                                    : n > RX_CAP        ? RX_CAP
+                                                        : n);
         return 0;
     }
     case UW_SDP_OPT_SNDBUF: {

@@ -50,17 +50,17 @@ typedef struct uw_sdp_conn uw_sdp_conn;
 #define UW_SDP_MIN_BUFS 4
 
 typedef struct uw_sdp_conn_cfg {
-    bool accepting;         /* Accepting Peer (MPA Responder) or Connecting Peer */
-    uint32_t rcv_size;      /* receive Private Buffer size, whole message; >= UW_SDP_MIN_BUF */
-    uint16_t rcv_bufs;      /* receive Private Buffers kept posted; >= UW_SDP_SPEC_MIN_BUFS */
-    uint32_t rcv_size_min;  /* bounds for sizes a peer's ChRcvBuf may ask for (0: */
-    uint32_t rcv_size_max;  /*   UW_SDP_MIN_BUF and 4 x rcv_size) */
-    uint32_t tx_size;       /* largest message we build (send buffer size, DesRemRcvSz) */
-    uint16_t tx_slots;      /* send buffers: data queued or in flight (SO_SNDBUF / tx_size) */
-    uint16_t rcv_bufs_max;  /* autotuning ceilings, as TCP's tcp_rmem/tcp_wmem maxima: */
-    uint16_t tx_slots_max;  /*   0 or below the start value: no growth */
-    uint16_t max_adverts;   /* MaxAdverts we offer; >= 1 */
-    uint16_t ird, ord;      /* what the connection supports (the MPA-negotiated IRD/ORD) */
+    bool accepting;        /* Accepting Peer (MPA Responder) or Connecting Peer */
+    uint32_t rcv_size;     /* receive Private Buffer size, whole message; >= UW_SDP_MIN_BUF */
+    uint16_t rcv_bufs;     /* receive Private Buffers kept posted; >= UW_SDP_SPEC_MIN_BUFS */
+    uint32_t rcv_size_min; /* bounds for sizes a peer's ChRcvBuf may ask for (0: */
+    uint32_t rcv_size_max; /*   UW_SDP_MIN_BUF and 4 x rcv_size) */
+    uint32_t tx_size;      /* largest message we build (send buffer size, DesRemRcvSz) */
+    uint16_t tx_slots;     /* send buffers: data queued or in flight (SO_SNDBUF / tx_size) */
+    uint16_t rcv_bufs_max; /* autotuning ceilings, as TCP's tcp_rmem/tcp_wmem maxima: */
+    uint16_t tx_slots_max; /*   0 or below the start value: no growth */
+    uint16_t max_adverts;  /* MaxAdverts we offer; >= 1 */
+    uint16_t ird, ord;     /* what the connection supports (the MPA-negotiated IRD/ORD) */
     const uw_allocator *alloc;
 } uw_sdp_conn_cfg;
 
@@ -69,11 +69,11 @@ typedef struct uw_sdp_conn_cfg {
 void uw__sdp_conn_cfg_default(uw_sdp_conn_cfg *cfg, bool accepting);
 
 enum uw_sdp_state {
-    UW_SDP_S_IDLE = 0,    /* created; Connecting: Hello not built yet */
-    UW_SDP_S_HELLO,       /* Connecting: Hello sent, waiting for HelloAck */
-    UW_SDP_S_OPEN,        /* data transfer (half-closes tracked separately) */
-    UW_SDP_S_CLOSED,      /* both DisConns exchanged, or torn down */
-    UW_SDP_S_ERROR,       /* aborted or protocol violation: only destroy remains */
+    UW_SDP_S_IDLE = 0, /* created; Connecting: Hello not built yet */
+    UW_SDP_S_HELLO,    /* Connecting: Hello sent, waiting for HelloAck */
+    UW_SDP_S_OPEN,     /* data transfer (half-closes tracked separately) */
+    UW_SDP_S_CLOSED,   /* both DisConns exchanged, or torn down */
+    UW_SDP_S_ERROR,    /* aborted or protocol violation: only destroy remains */
 };
 
 /* Errors: UW_EINVAL (cfg out of range), UW_ENOMEM. */
@@ -124,7 +124,7 @@ int uw__sdp_conn_params(const uw_sdp_conn *c, uw_sdp_params *out);
 /* ---- Driver side ---------------------------------------------------------- */
 
 typedef struct uw_sdp_post {
-    uint32_t id;  /* buffer id, < uw__sdp_conn_max_ids() */
+    uint32_t id; /* buffer id, < uw__sdp_conn_max_ids() */
     void *addr;
     uint32_t len;
 } uw_sdp_post;
@@ -177,9 +177,9 @@ void uw__sdp_conn_llp_closed(uw_sdp_conn *c, int err);
 
 /* ---- Application side (TCP semantics) ------------------------------------ */
 
-#define UW_SDP_MSG_OOB 0x1u   /* send: last octet is urgent; recv: read the urgent octet */
-#define UW_SDP_MSG_PEEK 0x2u  /* recv: leave the data queued */
-#define UW_SDP_MSG_MORE 0x4u  /* send: more follows, hold a partial message */
+#define UW_SDP_MSG_OOB 0x1u  /* send: last octet is urgent; recv: read the urgent octet */
+#define UW_SDP_MSG_PEEK 0x2u /* recv: leave the data queued */
+#define UW_SDP_MSG_MORE 0x4u /* send: more follows, hold a partial message */
 
 /* Queues up to the sum of iov lengths for sending, copying into send slots.
  * Returns the octets taken (> 0), or UW_EAGAIN (no room), UW_EPIPE (our
@@ -260,19 +260,19 @@ int uw__sdp_conn_getopt(const uw_sdp_conn *c, int opt);
 int uw__sdp_conn_chrcvbuf(uw_sdp_conn *c, uint32_t size);
 
 typedef struct uw_sdp_stats {
-    uint64_t sent, received;                   /* ULP octets */
+    uint64_t sent, received;                     /* ULP octets */
     uint64_t data_msgs_sent, data_msgs_received; /* Data messages with payload */
-    uint64_t msgs_sent, msgs_received;         /* every SDP message after the Hello */
-    uint64_t credit_updates_sent;              /* Data messages without payload */
-    uint64_t pokes_sent;                       /* of which uw__sdp_conn_poke()'s */
+    uint64_t msgs_sent, msgs_received;           /* every SDP message after the Hello */
+    uint64_t credit_updates_sent;                /* Data messages without payload */
+    uint64_t pokes_sent;                         /* of which uw__sdp_conn_poke()'s */
     uint64_t sendsm_sent, srcavail_received, sinkavail_received;
     uint64_t oob_sent, oob_received;
     uint64_t chrcvbuf_sent, chrcvbuf_received, chrcvbufack_sent, chrcvbufack_received;
-    uint32_t rx_grown, tx_grown;               /* autotuning doublings of each window */
-    uint32_t send_credit;      /* our credit now */
-    uint32_t peer_credit;      /* the peer's credit as we last told it */
-    uint32_t bufs_posted;      /* Bufs we would advertise now */
-    bool graceful;             /* closed with DisConns both ways and no AbortConn */
+    uint32_t rx_grown, tx_grown; /* autotuning doublings of each window */
+    uint32_t send_credit;        /* our credit now */
+    uint32_t peer_credit;        /* the peer's credit as we last told it */
+    uint32_t bufs_posted;        /* Bufs we would advertise now */
+    bool graceful;               /* closed with DisConns both ways and no AbortConn */
 } uw_sdp_stats;
 void uw__sdp_conn_stats(const uw_sdp_conn *c, uw_sdp_stats *out);
 

@@ -9,12 +9,12 @@
 #include "uwarp/error.h"
 
 /* Id space: receive buffers, then data slots, then control slots. */
-#define RX_CAP 512u   /* receive buffers at most (SO_RCVBUF growth) */
-#define TX_CAP 256u   /* data slots at most (SO_SNDBUF growth) */
-#define CTL_CAP 8u    /* control messages in flight */
-#define CTL_SIZE 64u  /* every payload-free message fits (BSDH + largest header) */
+#define RX_CAP 512u         /* receive buffers at most (SO_RCVBUF growth) */
+#define TX_CAP 256u         /* data slots at most (SO_SNDBUF growth) */
+#define CTL_CAP 8u          /* control messages in flight */
+#define CTL_SIZE 64u        /* every payload-free message fits (BSDH + largest header) */
 #define SMALL_PAYLOAD 4096u /* received payloads this small are compacted */
-#define HIST 256u     /* our recent messages' Bufs/MSeqAck, to check the peer's credits */
+#define HIST 256u           /* our recent messages' Bufs/MSeqAck, to check the peer's credits */
 
 enum rx_state { RX_FREE = 0, RX_POSTED, RX_DATA };
 enum tx_state { TX_FREE = 0, TX_FILLING, TX_READY, TX_INFLIGHT };
@@ -27,7 +27,7 @@ typedef struct rxbuf {
 } rxbuf;
 
 typedef struct txslot {
-    uint8_t *mem; /* UW_SDP_BSDH_LEN header room, then payload */
+    uint8_t *mem;  /* UW_SDP_BSDH_LEN header room, then payload */
     uint32_t fill; /* payload octets */
     uint8_t state;
     uint8_t flags; /* BSDH flags to send (OOB_PRES/OOB_PEND) */
@@ -52,10 +52,10 @@ struct uw_sdp_conn {
     uw_sdp_conn_cfg cfg;
     uw_allocator a;
     int state;
-    int err;             /* pending SO_ERROR */
-    int fatal;           /* the error every later call reports */
+    int err;   /* pending SO_ERROR */
+    int fatal; /* the error every later call reports */
     const char *why;
-    int llp;             /* enum uw_sdp_llp_action */
+    int llp; /* enum uw_sdp_llp_action */
     bool llp_gone;
 
     /* Negotiated (section 8.1.1). */
@@ -66,24 +66,24 @@ struct uw_sdp_conn {
 
     /* Receive Private Buffers (section 10). */
     rxbuf rx[RX_CAP];
-    uint32_t rcv_size;        /* size new posts get */
-    uint32_t target_bufs;     /* how many we keep posted */
-    uint32_t posted;          /* posted now: the Bufs we advertise */
+    uint32_t rcv_size;          /* size new posts get */
+    uint32_t target_bufs;       /* how many we keep posted */
+    uint32_t posted;            /* posted now: the Bufs we advertise */
     uint32_t post_fifo[RX_CAP]; /* posted ids, in posting (= completion) order */
     uint32_t pf_head, pf_n;
     uint32_t data_fifo[RX_CAP]; /* ids holding unread payload, in stream order */
     uint32_t df_head, df_n;
-    uint32_t old_size_left;   /* ChRcvBuf growth: old-size buffers still posted */
-    uint32_t rx_grow_max;     /* autotuning ceiling of target_bufs (0: fixed) */
-    bool rx_starved;          /* the peer ran out of credits since the last growth */
+    uint32_t old_size_left; /* ChRcvBuf growth: old-size buffers still posted */
+    uint32_t rx_grow_max;   /* autotuning ceiling of target_bufs (0: fixed) */
+    bool rx_starved;        /* the peer ran out of credits since the last growth */
 
     /* Sequence numbers and credits (sections 6.1.5, 6.1.6, 10.2). */
-    uint32_t last_sent;     /* MSeq of our last message */
-    uint32_t last_rcvd;     /* MSeq of the peer's last message */
+    uint32_t last_sent; /* MSeq of our last message */
+    uint32_t last_rcvd; /* MSeq of the peer's last message */
     bool any_sent;
-    uint32_t peer_bufs;     /* Bufs and MSeqAck of the peer's last message */
+    uint32_t peer_bufs; /* Bufs and MSeqAck of the peer's last message */
     uint32_t peer_ack;
-    uint16_t adv_bufs;      /* what our last message told the peer */
+    uint16_t adv_bufs; /* what our last message told the peer */
     uint32_t adv_ack;
     hist_ent hist[HIST];
 
@@ -93,10 +93,10 @@ struct uw_sdp_conn {
     txslot tx[TX_CAP];
     uint32_t tx_fifo[TX_CAP]; /* FILLING/READY slots in stream order */
     uint32_t tf_head, tf_n;
-    uint32_t tx_usable;       /* slots SO_SNDBUF allows */
-    uint32_t tx_used;         /* slots not FREE */
-    uint32_t tx_grow_max;     /* autotuning ceiling of tx_usable (0: fixed) */
-    uint32_t data_inflight;   /* data messages handed out, not completed */
+    uint32_t tx_usable;     /* slots SO_SNDBUF allows */
+    uint32_t tx_used;       /* slots not FREE */
+    uint32_t tx_grow_max;   /* autotuning ceiling of tx_usable (0: fixed) */
+    uint32_t data_inflight; /* data messages handed out, not completed */
     uint32_t ctl_inflight;
     uint32_t remote_rcv_size; /* largest message the peer takes now */
     uint32_t fill_limit;      /* largest message we fill now (10.6 decrease applies at once) */
@@ -104,20 +104,20 @@ struct uw_sdp_conn {
     bool nodelay, cork, more;
     bool shut_wr, disconn_sent, disconn_done;
     bool abort_pending, abortconn_sent;
-    uint32_t pnd;             /* PotentialNonDiscards (9.5.1) */
-    uint32_t owed;            /* buffers freed since our last message by messages other
-                                 than credit updates: the peer may wait on them */
-    bool poke_due;            /* a credit update asked by uw__sdp_conn_poke() */
+    uint32_t pnd;  /* PotentialNonDiscards (9.5.1) */
+    uint32_t owed; /* buffers freed since our last message by messages other
+                      than credit updates: the peer may wait on them */
+    bool poke_due; /* a credit update asked by uw__sdp_conn_poke() */
 
     /* ChRcvBuf (10.6), both roles. */
-    bool chr_pending;         /* ours, queued */
-    bool chr_outstanding;     /* ours, sent and not acknowledged */
+    bool chr_pending;     /* ours, queued */
+    bool chr_outstanding; /* ours, sent and not acknowledged */
     uint32_t chr_size, chr_prev;
     uint64_t chr_barrier;
     bool chr_no_grow, chr_no_shrink;
-    bool chr_resend;          /* 10.6.1: re-send after answering theirs */
-    bool chra_due;            /* our ChRcvBufAck waits to go out */
-    bool chra_wait_old;       /* ... once the old-size buffers are consumed */
+    bool chr_resend;    /* 10.6.1: re-send after answering theirs */
+    bool chra_due;      /* our ChRcvBufAck waits to go out */
+    bool chra_wait_old; /* ... once the old-size buffers are consumed */
     uint32_t chra_size;
 
     /* Flow-control modes (section 11), per half-connection. */
@@ -125,18 +125,18 @@ struct uw_sdp_conn {
     srcavail sa[64];
     uint32_t sa_head, sa_n;
     bool sendsm_due;
-    uint32_t sendsm_extra;    /* SendSm owed for a SrcAvailCancel (9.5.4) */
+    uint32_t sendsm_extra;      /* SendSm owed for a SrcAvailCancel (9.5.4) */
     uint32_t sinkavail_ignored; /* valid SinkAvails we left unused (9.5.2.2) */
     bool sinkcancelack_due;
 
     /* Receive stream (TCP view). */
     uint64_t rcv_nxt, copied;
-    bool rcv_eof;             /* DisConn received */
+    bool rcv_eof; /* DisConn received */
     bool shut_rd;
     bool abort_rcvd;
     bool oobinline;
     uint32_t rcvlowat;
-    uint8_t urg;              /* enum urg_state */
+    uint8_t urg; /* enum urg_state */
     uint64_t urg_off;
     uint8_t urg_byte;
 

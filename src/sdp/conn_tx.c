@@ -134,7 +134,7 @@ static int send_helloack(uw_sdp_conn *c, uw_sdp_tx *out)
     out->id = RX_CAP + TX_CAP + (uint32_t)s;
     out->addr = p;
     out->len = m.bsdh.len;
-    out->solicited = true; /* 8.1.1 step 5 */
+    out->solicited = true;    /* 8.1.1 step 5 */
     c->state = UW_SDP_S_OPEN; /* step 6 */
     return 1;
 }
@@ -281,7 +281,7 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
         c->data_inflight++;
         c->sent_msgs_data++;
         c->poke_due = false; /* the peer will answer this one anyway */
-        c->pnd++; /* 9.5.1 step 3 */
+        c->pnd++;            /* 9.5.1 step 3 */
         if (c->sinkavail_ignored)
             c->sinkavail_ignored--;
         c->st.data_msgs_sent++;

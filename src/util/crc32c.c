@@ -88,8 +88,8 @@
 #define PICK(i, list) APPLY(ARG##i, list)
 
 #define SB(t, n, i) ((((n) >> (i)) & 1) ? PICK(i, CK##t) : 0u)
-#define SLICE(t, n)                                                                                \
-    (SB(t, n, 0) ^ SB(t, n, 1) ^ SB(t, n, 2) ^ SB(t, n, 3) ^ SB(t, n, 4) ^ SB(t, n, 5) ^           \
+#define SLICE(t, n)                                                                      \
+    (SB(t, n, 0) ^ SB(t, n, 1) ^ SB(t, n, 2) ^ SB(t, n, 3) ^ SB(t, n, 4) ^ SB(t, n, 5) ^ \
      SB(t, n, 6) ^ SB(t, n, 7))
 
 #define R1(F, a, n) F(a, n)
@@ -140,8 +140,8 @@ static uint32_t crc_table(uint32_t crc, const unsigned char *p, size_t len)
  * compiler folds like slice8. (Nibble tables, 16 entries, measured 20-25%
  * slower below 16 KiB.) */
 #define CLB(k, b, i) ((((b) >> (i)) & 1) ? (uint64_t)(k) << (i) : 0u)
-#define CLMUL8(k, b)                                                                               \
-    (CLB(k, b, 0) ^ CLB(k, b, 1) ^ CLB(k, b, 2) ^ CLB(k, b, 3) ^ CLB(k, b, 4) ^ CLB(k, b, 5) ^     \
+#define CLMUL8(k, b)                                                                           \
+    (CLB(k, b, 0) ^ CLB(k, b, 1) ^ CLB(k, b, 2) ^ CLB(k, b, 3) ^ CLB(k, b, 4) ^ CLB(k, b, 5) ^ \
      CLB(k, b, 6) ^ CLB(k, b, 7))
 #define SHIFT_TABLE(d, k) static const uint64_t shift_##d[256] = {R256(CLMUL8, k, 0)}
 SHIFT_TABLE(64, 0x9E4ADDF8u);

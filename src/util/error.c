@@ -29,8 +29,8 @@ static const char *libc_message(int errnum)
 const char *uw_strerror(int err)
 {
     switch (err) {
-#define UW__ERR_MSG(name, value, msg)                                                              \
-    case value:                                                                                    \
+#define UW__ERR_MSG(name, value, msg) \
+    case value:                       \
         return msg;
         UW_ERRNO_MAP(UW__ERR_MSG)
 #undef UW__ERR_MSG
@@ -47,8 +47,8 @@ const char *uw_strerror(int err)
 const char *uw_err_name(int err)
 {
     switch (err) {
-#define UW__ERR_NAME(name, value, msg)                                                             \
-    case value:                                                                                    \
+#define UW__ERR_NAME(name, value, msg) \
+    case value:                        \
         return #name;
         UW_ERRNO_MAP(UW__ERR_NAME)
 #undef UW__ERR_NAME

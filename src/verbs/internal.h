@@ -14,9 +14,9 @@
 #include "uwarp/verbs.h"
 
 #define UW__MAX_IRD 128u
-#define UW__TX_FRAMES 32u   /* FPDUs built ahead of the socket */
-#define UW__TX_FLAT 512u    /* largest FPDU copied flat (qp->txflat) */
-#define UW__TX_IOV 1024u    /* IOV_MAX */
+#define UW__TX_FRAMES 32u /* FPDUs built ahead of the socket */
+#define UW__TX_FLAT 512u  /* largest FPDU copied flat (qp->txflat) */
+#define UW__TX_IOV 1024u  /* IOV_MAX */
 #define UW__RX_STAGE (16u * 1024u)
 /* With markers payload is not read straight to its place (a read would
  * scatter some 260 pieces per 64 KiB): a large stage is read in one call,
@@ -43,8 +43,8 @@
  * then after twice as many each time, up to every UW__EMSS_LAST. */
 #define UW__EMSS_FIRST (64u * 1024)
 #define UW__EMSS_LAST (16u * 1024 * 1024)
-#define UW__RX_PLAN 272     /* iovecs of one direct read: a 64 KiB payload with markers */
-#define UW__RX_MSLOTS 132   /* markers one direct read can carry */
+#define UW__RX_PLAN 272   /* iovecs of one direct read: a 64 KiB payload with markers */
+#define UW__RX_MSLOTS 132 /* markers one direct read can carry */
 /* iovecs one FPDU needs: header, scatter list, trailer; each marker can split
  * a run in two and adds itself. */
 /* iovecs per frame: length, headers, scatter list, trailer (a frame with
@@ -69,18 +69,18 @@ struct uw_ctx {
     bool sig_soft;
     unsigned npd, ncq, nqp, nlisten;
     unsigned next_id;
-    uint64_t produced;    /* completions + events queued, for progress counts */
-    uint64_t produced_ev; /* events queued */
-    uint64_t timer_ns;    /* deadline the timerfd is armed for (0: disarmed) */
+    uint64_t produced;     /* completions + events queued, for progress counts */
+    uint64_t produced_ev;  /* events queued */
+    uint64_t timer_ns;     /* deadline the timerfd is armed for (0: disarmed) */
     unsigned direct_spins; /* non-blocking passes that skipped epoll (engine.c) */
     /* The lone connection, while it is driven with direct socket calls and
      * kept out of the epoll set (engine.c); never while fd_taken. */
     uw_qp *detached;
     bool fd_taken; /* the application holds uw_ctx_fd(): it may wait on it */
     struct uw__evnode *ev_head, *ev_tail;
-    uw_qp *qps;        /* every QP */
+    uw_qp *qps;                     /* every QP */
     uw_qp *ready_head, *ready_tail; /* kicked QPs waiting for a progress pass */
-    bool deadline_dirty;  /* a QP's deadline changed since the timerfd was armed */
+    bool deadline_dirty;            /* a QP's deadline changed since the timerfd was armed */
     /* Sockets of destroyed QPs still closing in order (io/linger.c). */
     struct uw__orphan *orphans;
     /* STag table: index = stag >> 8, key = stag & 0xFF. */
@@ -106,7 +106,7 @@ struct uw_mr {
 
 struct uw_cq {
     uw_ctx *ctx;
-    uint64_t pushed;      /* completions ever queued */
+    uint64_t pushed; /* completions ever queued */
     uw_wc *ring;
     uint32_t cap, head, count;
     unsigned nqp;
@@ -118,9 +118,9 @@ enum { UW__WQE_QUEUED = 0, UW__WQE_SENDING = 1, UW__WQE_WAIT_RESP = 2, UW__WQE_D
 struct uw__swqe {
     uw_send_wr wr;
     uw_sge sge[UW_MAX_SGE];
-    uint32_t len;   /* payload octets */
-    uint32_t off;   /* octets already segmented */
-    uint32_t msn;   /* untagged: message number */
+    uint32_t len; /* payload octets */
+    uint32_t off; /* octets already segmented */
+    uint32_t msn; /* untagged: message number */
     int state;
     int status;
     int err;
@@ -136,7 +136,7 @@ struct uw__rwqe {
 /* An inbound RDMA Read being answered (the IRD queue). */
 struct uw__irq_ent {
     uw__read_req rr;
-    uint8_t *src;   /* validated source memory */
+    uint8_t *src; /* validated source memory */
     uint32_t off;
 };
 
@@ -157,57 +157,62 @@ struct uw__txf {
     uint8_t *hdr;
     struct iovec *iov; /* UW__TXF_IOV_PLAIN entries in qp->txiov */
     uint16_t iovcnt;
-    bool slot;         /* its octets are in a transmit slot (qp->txs) */
+    bool slot; /* its octets are in a transmit slot (qp->txs) */
     uint32_t wire_len;
-    int kind;          /* what finishing it completes: enum below */
-    uint32_t ref;      /* SQ index or IRQ index */
+    int kind;     /* what finishing it completes: enum below */
+    uint32_t ref; /* SQ index or IRQ index */
 };
-enum { UW__TXK_NONE = 0, UW__TXK_SQ_LAST = 1, UW__TXK_IRQ_LAST = 2, UW__TXK_TERM = 3,
-       UW__TXK_READREQ = 4 };
+enum {
+    UW__TXK_NONE = 0,
+    UW__TXK_SQ_LAST = 1,
+    UW__TXK_IRQ_LAST = 2,
+    UW__TXK_TERM = 3,
+    UW__TXK_READREQ = 4
+};
 
 enum uw__cm_state {
     UW__CM_IDLE = 0,
-    UW__CM_CONNECTING,    /* TCP connect in progress */
-    UW__CM_WAIT_REPLY,    /* initiator: Request sent */
-    UW__CM_WAIT_REQUEST,  /* responder: reading the Request */
-    UW__CM_WAIT_ACCEPT,   /* responder: CONNECT_REQUEST raised */
-    UW__CM_SEND_REPLY,    /* responder: Reply being written */
+    UW__CM_CONNECTING,   /* TCP connect in progress */
+    UW__CM_WAIT_REPLY,   /* initiator: Request sent */
+    UW__CM_WAIT_REQUEST, /* responder: reading the Request */
+    UW__CM_WAIT_ACCEPT,  /* responder: CONNECT_REQUEST raised */
+    UW__CM_SEND_REPLY,   /* responder: Reply being written */
     UW__CM_RTS,
-    UW__CM_LINGER,        /* writing out a final frame (reject, Terminate) before closing */
+    UW__CM_LINGER, /* writing out a final frame (reject, Terminate) before closing */
     UW__CM_CLOSED,
 };
 
 /* Receive state of the FPDU in progress (qp_rx.c). */
 struct uw__rx {
-    uint32_t pos;         /* stream position of the next octet */
+    uint32_t pos; /* stream position of the next octet */
     bool in_fpdu;
     uw__walk w;
     uw__run run;
     uint32_t run_off;
     bool have_run, len_known;
-    uint32_t n;           /* ULPDU_Length */
+    uint32_t n; /* ULPDU_Length */
     uint32_t crc;
     uint8_t hdr[2 + UW__DDP_UNTAGGED_HLEN];
-    uint32_t hlen;        /* DDP header length once known */
+    uint32_t hlen; /* DDP header length once known */
     uw__ddp_hdr h;
     bool hdr_done;
-    int pending_err;      /* a DDP/RDMAP fault, reported once the CRC is good */
+    int pending_err; /* a DDP/RDMAP fault, reported once the CRC is good */
     bool marker_bad;
     uint8_t mark[4], crcf[4];
     /* Where payload goes: kind and cursor. */
-    int dest;             /* enum below */
-    uint8_t *dptr;        /* DEST_MEM: next octet */
-    uint8_t *dstart;      /* DEST_MEM: first octet placed by this FPDU (scrub on CRC error) */
-    struct uw__rwqe *rwqe;  /* DEST_RECV */
-    uint32_t rmo;         /* DEST_RECV: message offset of the next octet */
-    uint32_t rstart;      /* DEST_RECV: MO of the first octet placed by this FPDU */
+    int dest;              /* enum below */
+    uint8_t *dptr;         /* DEST_MEM: next octet */
+    uint8_t *dstart;       /* DEST_MEM: first octet placed by this FPDU (scrub on CRC error) */
+    struct uw__rwqe *rwqe; /* DEST_RECV */
+    uint32_t rmo;          /* DEST_RECV: message offset of the next octet */
+    uint32_t rstart;       /* DEST_RECV: MO of the first octet placed by this FPDU */
     uint8_t small[UW__TERM_MAX_LEN + 64]; /* DEST_SMALL: Read Request, Terminate */
     uint32_t small_len;
     /* Staged octets not yet consumed. */
     uint8_t *stage;
     uint32_t st_head, st_tail;
     uint32_t stage_cap; /* UW__RX_STAGE, or UW__RX_STAGE_MARKERS with markers */
-    bool big;             /* the last FPDU was large: read headers without payload */
+    bool big;           /* the last FPDU was large: read headers without payload */
     /* The last direct read's plan: plan_n destination/marker iovecs, then
      * (up to plan_total) the staging tail. */
     struct iovec plan[UW__RX_PLAN];
@@ -217,20 +222,20 @@ struct uw__rx {
 enum { UW__D_DISCARD = 0, UW__D_MEM = 1, UW__D_RECV = 2, UW__D_SMALL = 3 };
 
 struct uw_qp {
-    int tag;              /* UW__EP_QP: first, as the epoll data names it */
+    int tag; /* UW__EP_QP: first, as the epoll data names it */
     uw_ctx *ctx;
     uw_pd *pd;
     uw_cq *scq, *rcq;
-    uw_qp *next;          /* ctx->qps list */
+    uw_qp *next; /* ctx->qps list */
     unsigned id;
     void *user;
-    int state;            /* enum uw_qp_state */
+    int state; /* enum uw_qp_state */
     bool sq_sig_all;
     int fd;
-    unsigned epmask;      /* events registered with epoll */
+    unsigned epmask; /* events registered with epoll */
     bool ep_added;
-    bool kick;            /* work to do without socket readiness: set with uw__kick() */
-    bool queued;          /* on ctx->ready */
+    bool kick;   /* work to do without socket readiness: set with uw__kick() */
+    bool queued; /* on ctx->ready */
     uw_qp *rnext;
     unsigned last_events; /* epoll events not yet serviced */
     int rcvtimeo_ms;      /* SO_RCVTIMEO last set (0: none) */
@@ -248,34 +253,34 @@ struct uw_qp {
     uint32_t hs_len, hs_off;
     uint64_t deadline_ns; /* startup timeout; 0 = none */
     uw_mpa_params mpa;
-    bool rtr_pending_rx;  /* responder in p2p: nothing is sent until the RTR arrives */
-    bool rtr_pending_tx;  /* initiator in p2p: the RTR goes first */
+    bool rtr_pending_rx;   /* responder in p2p: nothing is sent until the RTR arrives */
+    bool rtr_pending_tx;   /* initiator in p2p: the RTR goes first */
     bool first_rx_pending; /* responder without RTR: silent until a first FPDU */
-    bool eof_seen;        /* recv() returned 0 */
+    bool eof_seen;         /* recv() returned 0 */
     bool peer_fin, local_fin, fin_sent, disconnect_req, disc_reported;
     int close_err;
-    bool setup_failed;    /* the initiator Terminates a Reply it cannot use */
+    bool setup_failed; /* the initiator Terminates a Reply it cannot use */
     bool term_reported, linger_silent, closed_reported;
-    bool release_fin; /* destroy closes with FIN, not RST: the ULP's data is all sent */
-    uint64_t produced;    /* unused */
+    bool release_fin;  /* destroy closes with FIN, not RST: the ULP's data is all sent */
+    uint64_t produced; /* unused */
     struct sockaddr_storage peer;
 
     /* Transmit (qp_tx.c). */
-    unsigned flags_tx;    /* UW_MPA_CRC | UW_MPA_MARKERS */
+    unsigned flags_tx; /* UW_MPA_CRC | UW_MPA_MARKERS */
     uint32_t mulpdu;
-    uint32_t mulpdu_max;  /* with markers, what the transmit slots hold */
-    uint32_t emss_left;   /* octets to send before the EMSS is read again */
+    uint32_t mulpdu_max; /* with markers, what the transmit slots hold */
+    uint32_t emss_left;  /* octets to send before the EMSS is read again */
     uint32_t emss_every;
-    uint32_t tx_pos;      /* stream position of the next FPDU built */
-    uint32_t msn_tx[3];   /* next MSN per queue */
+    uint32_t tx_pos;    /* stream position of the next FPDU built */
+    uint32_t msn_tx[3]; /* next MSN per queue */
     struct uw__swqe *sq;
     uint32_t sq_cap, sq_head, sq_count, sq_next; /* sq_next: next to segment (index offset) */
-    uint32_t ord_out;     /* Read Requests on the wire awaiting their Response */
+    uint32_t ord_out; /* Read Requests on the wire awaiting their Response */
     struct uw__txf *txf;
     struct iovec *txiov;
-    uint8_t *txb;         /* UW__TXB_CAP: the frames' own octets */
-    uint32_t txb_pos;     /* where the next frame's octets go */
-    uint32_t txf_iov;     /* iovecs per frame */
+    uint8_t *txb;     /* UW__TXB_CAP: the frames' own octets */
+    uint32_t txb_pos; /* where the next frame's octets go */
+    uint32_t txf_iov; /* iovecs per frame */
     /* With markers, frames are copied whole into fixed slots (qp_tx.c):
      * txs_n slots of txs_size octets, used and freed in frame order. */
     uint8_t *txs;
@@ -284,36 +289,36 @@ struct uw_qp {
      * here: one send() of one buffer and one CRC pass, where its pieces
      * would cost a pass each and a gather. Free whenever txf_count is 0. */
     uint8_t txflat[UW__TX_FLAT];
-    int tx_cur;           /* message being segmented: 0 none, 1 SQ, 2 IRQ */
-    uint32_t irq_tx;      /* IRQ entries (from irq_head) fully built */
-    uint32_t txf_head, txf_count, txf_off; /* txf_off: octets of the head frame written */
+    int tx_cur;                             /* message being segmented: 0 none, 1 SQ, 2 IRQ */
+    uint32_t irq_tx;                        /* IRQ entries (from irq_head) fully built */
+    uint32_t txf_head, txf_count, txf_off;  /* txf_off: octets of the head frame written */
     bool term_queued, term_sent, term_done; /* queued, built, written */
-    bool rtr_read_out;    /* our Read RTR awaits its zero-length Response */
+    bool rtr_read_out;                      /* our Read RTR awaits its zero-length Response */
     uw__term_msg term_out;
 
     /* Receive (qp_rx.c). */
     unsigned flags_rx;
     struct uw__rwqe *rq;
     uint32_t rq_cap, rq_head, rq_count;
-    uint32_t msn_rx[3];   /* next expected MSN per queue */
-    uint32_t rq_msg_off;  /* octets of the current Send placed so far */
+    uint32_t msn_rx[3];  /* next expected MSN per queue */
+    uint32_t rq_msg_off; /* octets of the current Send placed so far */
     struct uw__irq_ent irq[UW__MAX_IRD];
     uint32_t irq_head, irq_count;
     uint32_t read_resp_off; /* octets of the current Read Response received */
     struct uw__rx rx;
-    bool dead;            /* Terminate sent or received: process nothing more */
+    bool dead; /* Terminate sent or received: process nothing more */
 };
 
 struct uw_listener {
-    int tag;              /* UW__EP_LISTENER */
+    int tag; /* UW__EP_LISTENER */
     uw_ctx *ctx;
     int fd;
     uw_qp_attr qp_attr;
     uw_conn_param param;
     uint8_t param_pd[UW_MPA_MAX_PD];
     char param_cc[UW__CC_MAX];
-    unsigned npending;    /* QPs in the startup exchange, not yet shown to the application */
-    bool accepting;       /* EPOLLIN armed */
+    unsigned npending; /* QPs in the startup exchange, not yet shown to the application */
+    bool accepting;    /* EPOLLIN armed */
 };
 
 /* Objects of the engine's epoll set start with one of these tags; the
@@ -326,11 +331,11 @@ enum { UW__EP_QP = 1, UW__EP_LISTENER = 2, UW__EP_ORPHAN = 3 };
  * then closes. Closing with unread data would make the kernel answer with
  * a reset, and a reset destroys whatever of ours is still in flight. */
 struct uw__orphan {
-    int tag;              /* UW__EP_ORPHAN: first, as the epoll data names it */
+    int tag; /* UW__EP_ORPHAN: first, as the epoll data names it */
     uw_ctx *ctx;
     struct uw__orphan *next;
     int fd;
-    uint8_t *out;         /* octets still owed before our FIN (ctx allocator) */
+    uint8_t *out; /* octets still owed before our FIN (ctx allocator) */
     size_t out_len, out_off;
     bool fin_sent;
     unsigned epmask;
@@ -361,8 +366,7 @@ static inline void uw__set_deadline(uw_qp *qp, uint64_t ns)
 }
 
 /* verbs/objects.c */
-void uw__log(uw_ctx *ctx, int level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void uw__log(uw_ctx *ctx, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int uw__cq_push(uw_cq *cq, const uw_wc *wc);
 bool uw__cq_full(const uw_cq *cq);
 void uw__ctx_signal(uw_ctx *ctx);

@@ -209,14 +209,22 @@ int uw_cm_wait_event(uw_ctx *c, uw_cm_event *ev, int timeout_ms)
 const char *uw_cm_event_name(int type)
 {
     switch (type) {
-    case UW_CM_CONNECT_REQUEST: return "CONNECT_REQUEST";
-    case UW_CM_ESTABLISHED: return "ESTABLISHED";
-    case UW_CM_REJECTED: return "REJECTED";
-    case UW_CM_CONNECT_ERROR: return "CONNECT_ERROR";
-    case UW_CM_DISCONNECTED: return "DISCONNECTED";
-    case UW_CM_TERMINATED: return "TERMINATED";
-    case UW_CM_CONN_ERROR: return "CONN_ERROR";
-    default: return "UNKNOWN";
+    case UW_CM_CONNECT_REQUEST:
+        return "CONNECT_REQUEST";
+    case UW_CM_ESTABLISHED:
+        return "ESTABLISHED";
+    case UW_CM_REJECTED:
+        return "REJECTED";
+    case UW_CM_CONNECT_ERROR:
+        return "CONNECT_ERROR";
+    case UW_CM_DISCONNECTED:
+        return "DISCONNECTED";
+    case UW_CM_TERMINATED:
+        return "TERMINATED";
+    case UW_CM_CONN_ERROR:
+        return "CONN_ERROR";
+    default:
+        return "UNKNOWN";
     }
 }
 

@@ -174,8 +174,8 @@ static int check_sge(uw_qp *qp, const uw_sge *s, unsigned need)
 
 static bool qp_postable(const uw_qp *qp)
 {
-    return qp->state == UW_QPS_IDLE || qp->state == UW_QPS_CONNECTING ||
-           qp->state == UW_QPS_RTS || qp->state == UW_QPS_CLOSING;
+    return qp->state == UW_QPS_IDLE || qp->state == UW_QPS_CONNECTING || qp->state == UW_QPS_RTS ||
+           qp->state == UW_QPS_CLOSING;
 }
 
 int uw_post_send(uw_qp *qp, const uw_send_wr *wr, int n, int *bad)
@@ -262,10 +262,14 @@ int uw_post_recv(uw_qp *qp, const uw_recv_wr *wr, int n, int *bad)
 static int wc_opcode(int wr_opcode)
 {
     switch (wr_opcode) {
-    case UW_WR_RDMA_WRITE: return UW_WC_RDMA_WRITE;
-    case UW_WR_RDMA_READ: return UW_WC_RDMA_READ;
-    case UW_WR_LOCAL_INV: return UW_WC_LOCAL_INV;
-    default: return UW_WC_SEND;
+    case UW_WR_RDMA_WRITE:
+        return UW_WC_RDMA_WRITE;
+    case UW_WR_RDMA_READ:
+        return UW_WC_RDMA_READ;
+    case UW_WR_LOCAL_INV:
+        return UW_WC_LOCAL_INV;
+    default:
+        return UW_WC_SEND;
     }
 }
 
@@ -278,8 +282,11 @@ void uw__qp_sq_retire(uw_qp *qp)
         if (q->signaled || q->status != UW_WC_SUCCESS) {
             if (uw__cq_full(qp->scq))
                 break; /* resumes when the application polls */
-            uw_wc wc = {.wr_id = q->wr.wr_id, .status = q->status,
-                        .opcode = wc_opcode(q->wr.opcode), .qp = qp, .err = q->err};
+            uw_wc wc = {.wr_id = q->wr.wr_id,
+                        .status = q->status,
+                        .opcode = wc_opcode(q->wr.opcode),
+                        .qp = qp,
+                        .err = q->err};
             if (q->wr.opcode == UW_WR_RDMA_READ)
                 wc.byte_len = q->len;
             uw__cq_push(qp->scq, &wc);
@@ -311,8 +318,11 @@ void uw__qp_flush(uw_qp *qp, int err)
     uw__qp_sq_retire(qp);
     while (qp->rq_count && !uw__cq_full(qp->rcq)) {
         struct uw__rwqe *r = &qp->rq[qp->rq_head];
-        uw_wc wc = {.wr_id = r->wr.wr_id, .status = UW_WC_WR_FLUSH_ERR, .opcode = UW_WC_RECV,
-                    .qp = qp, .err = err};
+        uw_wc wc = {.wr_id = r->wr.wr_id,
+                    .status = UW_WC_WR_FLUSH_ERR,
+                    .opcode = UW_WC_RECV,
+                    .qp = qp,
+                    .err = err};
         uw__cq_push(qp->rcq, &wc);
         qp->rq_head = (qp->rq_head + 1) % qp->rq_cap;
         qp->rq_count--;
@@ -325,7 +335,8 @@ void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t 
     uw_ctx *c = qp->ctx;
     qp->txf_iov = UW__TXF_IOV_PLAIN;
     c->alloc.free(c->alloc.ud, qp->txiov);
-    qp->txiov = c->alloc.alloc(c->alloc.ud, (size_t)UW__TX_FRAMES * qp->txf_iov * sizeof(struct iovec));
+    qp->txiov =
+        c->alloc.alloc(c->alloc.ud, (size_t)UW__TX_FRAMES * qp->txf_iov * sizeof(struct iovec));
     c->alloc.free(c->alloc.ud, qp->txb);
     qp->txb = c->alloc.alloc(c->alloc.ud, UW__TXB_CAP);
     qp->txb_pos = 0;

@@ -285,11 +285,11 @@ typedef struct ulpdu_ctx {
 /* Per-direction DDP/RDMAP stream state, reset at each direction's first
  * FPDU: what a uwarp receiver would track (RFC 5041 5.3, RFC 5040 5.1). */
 static struct {
-    uint32_t msn[3];     /* next MSN expected per queue */
-    uint32_t mo;         /* untagged: offset expected in the current message */
-    bool in_tagged;      /* tagged message in progress */
-    uint64_t next_to;    /* its next TO */
-    uint32_t stag;       /* its STag */
+    uint32_t msn[3];  /* next MSN expected per queue */
+    uint32_t mo;      /* untagged: offset expected in the current message */
+    bool in_tagged;   /* tagged message in progress */
+    uint64_t next_to; /* its next TO */
+    uint32_t stag;    /* its STag */
 } ds;
 
 static void check_ulpdu(const ulpdu_ctx *ctx, const uint8_t *ulpdu, size_t len)
@@ -321,8 +321,8 @@ static void check_ulpdu(const ulpdu_ctx *ctx, const uint8_t *ulpdu, size_t len)
         /* RFC 5041 5.2: segments of one tagged message carry consecutive TOs. */
         if (ds.in_tagged && (h.stag != ds.stag || h.to != ds.next_to))
             fail_msg("%s %s FPDU %zu: STag/TO %08x/%llx breaks the message (want %08x/%llx)",
-                     ctx->vector, ctx->dir, ctx->index, h.stag, (unsigned long long)h.to,
-                     ds.stag, (unsigned long long)ds.next_to);
+                     ctx->vector, ctx->dir, ctx->index, h.stag, (unsigned long long)h.to, ds.stag,
+                     (unsigned long long)ds.next_to);
         ds.in_tagged = !h.last;
         ds.stag = h.stag;
         ds.next_to = h.to + plen;
@@ -330,11 +330,12 @@ static void check_ulpdu(const ulpdu_ctx *ctx, const uint8_t *ulpdu, size_t len)
     }
     /* Untagged: the queue must match the opcode, and MSN/MO must run as a
      * uwarp receiver requires (MSN from 1 per queue, MO from 0 per message). */
-    uint32_t qn = h.opcode == UW__OP_READ_REQ ? UW__QN_READ
-                  : h.opcode == UW__OP_TERMINATE ? UW__QN_TERM : UW__QN_SEND;
+    uint32_t qn = h.opcode == UW__OP_READ_REQ    ? UW__QN_READ
+                  : h.opcode == UW__OP_TERMINATE ? UW__QN_TERM
+                                                 : UW__QN_SEND;
     if (h.qn != qn)
-        fail_msg("%s %s FPDU %zu: opcode %u on QN %u", ctx->vector, ctx->dir, ctx->index,
-                 h.opcode, h.qn);
+        fail_msg("%s %s FPDU %zu: opcode %u on QN %u", ctx->vector, ctx->dir, ctx->index, h.opcode,
+                 h.qn);
     if (h.msn != ds.msn[qn] || h.mo != (qn == UW__QN_SEND ? ds.mo : 0))
         fail_msg("%s %s FPDU %zu: MSN %u MO %u, expected MSN %u MO %u", ctx->vector, ctx->dir,
                  ctx->index, h.msn, h.mo, ds.msn[qn], qn == UW__QN_SEND ? ds.mo : 0);
@@ -358,8 +359,8 @@ static void check_ulpdu(const ulpdu_ctx *ctx, const uint8_t *ulpdu, size_t len)
         if (tm.term.layer != UW_TERM_LLP || tm.term.etype != 0 ||
             (tm.term.ecode != 6 && tm.term.ecode != 7) || !tm.quirk)
             fail_msg("%s %s FPDU %zu: Terminate read as layer %u type %u code %u (quirk %d)",
-                     ctx->vector, ctx->dir, ctx->index, tm.term.layer, tm.term.etype,
-                     tm.term.ecode, tm.quirk);
+                     ctx->vector, ctx->dir, ctx->index, tm.term.layer, tm.term.etype, tm.term.ecode,
+                     tm.quirk);
         terminates_seen++;
     }
 }

@@ -98,8 +98,13 @@ static void post_send(ep *e, uint8_t *b, uint32_t len, int op, uint64_t raddr, u
                       uint64_t id)
 {
     uw_sge s = {(uint64_t)(uintptr_t)b, len, uw_mr_stag(e->mr)};
-    uw_send_wr w = {.wr_id = id, .opcode = op, .flags = UW_SEND_SIGNALED, .sg_list = &s,
-                    .num_sge = 1, .remote_addr = raddr, .rkey = rkey};
+    uw_send_wr w = {.wr_id = id,
+                    .opcode = op,
+                    .flags = UW_SEND_SIGNALED,
+                    .sg_list = &s,
+                    .num_sge = 1,
+                    .remote_addr = raddr,
+                    .rkey = rkey};
     if (uw_post_send(e->qp, &w, 1, NULL) && uw_qp_state(e->qp) == UW_QPS_RTS)
         exit(die("post_send failed"));
 }
@@ -115,7 +120,6 @@ static void params(uw_conn_param *p, int argc, char **argv, bool *a, bool *b)
             *a = true;
         else if (!strcmp(argv[i], "--expect-term"))
             *b = true;
-
     }
     p->timeout_ms = 10000;
 }
@@ -190,7 +194,8 @@ static int run_recv(int port, int argc, char **argv)
             }
             if (ev.type == UW_CM_TERMINATED && !ev.term_received) {
                 printf("terminate-sent layer=%u etype=%u ecode=%u (%s) err=%s\n", ev.term.layer,
-                       ev.term.etype, ev.term.ecode, uw_term_describe(ev.term), uw_err_name(ev.err));
+                       ev.term.etype, ev.term.ecode, uw_term_describe(ev.term),
+                       uw_err_name(ev.err));
                 bool crc = ev.term.layer == UW_TERM_LLP && ev.term.ecode == 2;
                 result = expect_crc && crc ? 0 : die("unexpected Terminate");
                 break;

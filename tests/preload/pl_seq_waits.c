@@ -7,8 +7,8 @@
 
 /* The wait kinds, each waiting for POLLIN on fd for at most ms. */
 enum { W_POLL, W_PPOLL, W_SELECT, W_PSELECT, W_EPOLL, W_EPOLL_PWAIT, W_EPOLL_PWAIT2, W_N };
-static const char *const wname[W_N] = {"poll", "ppoll", "select", "pselect", "epoll_wait",
-                                       "epoll_pwait", "epoll_pwait2"};
+static const char *const wname[W_N] = {"poll",       "ppoll",       "select",      "pselect",
+                                       "epoll_wait", "epoll_pwait", "epoll_pwait2"};
 
 /* "n=N" and "IN" or "none", or "-1 ERRNO". */
 static const char *wait_in(int kind, int fd, int ep, int ms)
@@ -179,7 +179,8 @@ void seq_wait_eintr(void)
             g_sigalrm = 0;
             alarm_ms(100);
             long t0 = now_ms();
-            snprintf(d, sizeof d, "%s, SIGALRM after 100 ms%s", wname[k], restart ? ", SA_RESTART" : "");
+            snprintf(d, sizeof d, "%s, SIGALRM after 100 ms%s", wname[k],
+                     restart ? ", SA_RESTART" : "");
             V(d, wait_in(k, fd, ep, 2000), "-1 EINTR");
             snprintf(d, sizeof d, "%s interrupted", wname[k]);
             V(d, elapsed(now_ms() - t0, 50, 1500), "in 50-1500 ms");

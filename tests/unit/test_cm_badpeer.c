@@ -224,12 +224,9 @@ static void test_disappear_mid_transfer(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_garbage_request),
-        cmocka_unit_test(test_pd_length_over_512),
-        cmocka_unit_test(test_stall_mid_frame),
-        cmocka_unit_test(test_silent_responder),
-        cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_disappear_mid_transfer),
+        cmocka_unit_test(test_garbage_request), cmocka_unit_test(test_pd_length_over_512),
+        cmocka_unit_test(test_stall_mid_frame), cmocka_unit_test(test_silent_responder),
+        cmocka_unit_test(test_refused),         cmocka_unit_test(test_disappear_mid_transfer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

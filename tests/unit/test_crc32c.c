@@ -70,8 +70,8 @@ static uint32_t one_shot(int impl, const void *buf, size_t len)
     return uw_crc32c_final(uw_crc32c_update_impl((uw_crc32c_impl)impl, uw_crc32c_init(), buf, len));
 }
 
-#define FOR_EACH_IMPL(i)                                                                           \
-    for (int i = 0; i < UW_CRC32C_IMPL_COUNT; i++)                                                 \
+#define FOR_EACH_IMPL(i)                           \
+    for (int i = 0; i < UW_CRC32C_IMPL_COUNT; i++) \
         if (uw_crc32c_impl_available((uw_crc32c_impl)i))
 
 static void test_vectors(void **state)
@@ -146,8 +146,8 @@ static void test_table_entries(void **state)
             b[pos] = (uint8_t)v;
             check(uw_crc32c_update_impl(UW_CRC32C_TABLE, 0, b, 8), ref_update(0, b, 8), "entry",
                   UW_CRC32C_TABLE, 8, pos);
-            check(uw_crc32c_update_impl(UW_CRC32C_TABLE, 0, b, pos + 1),
-                  ref_update(0, b, pos + 1), "tail entry", UW_CRC32C_TABLE, pos + 1, pos);
+            check(uw_crc32c_update_impl(UW_CRC32C_TABLE, 0, b, pos + 1), ref_update(0, b, pos + 1),
+                  "tail entry", UW_CRC32C_TABLE, pos + 1, pos);
         }
     }
 }

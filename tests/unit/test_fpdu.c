@@ -319,7 +319,8 @@ static void test_copy_matches_build(void **state)
         size_t len = it < 300 ? (size_t)it : tu_rng_below(&r, 65536);
         uint32_t pos = it % 7 == 0 ? 512u * (uint32_t)it : random_pos(&r);
         struct iovec in[3];
-        size_t c1 = len ? tu_rng_below(&r, len + 1) : 0, c2 = len - c1 ? tu_rng_below(&r, len - c1 + 1) : 0;
+        size_t c1 = len ? tu_rng_below(&r, len + 1) : 0,
+               c2 = len - c1 ? tu_rng_below(&r, len - c1 + 1) : 0;
         in[0] = (struct iovec){u, c1};
         in[1] = (struct iovec){u + c1, c2};
         in[2] = (struct iovec){u + c1 + c2, len - c1 - c2};
@@ -363,8 +364,7 @@ static void test_unaligned_offsets(void **state)
         if (it % 2)
             pos = (uint32_t)(0u - 1 - tu_rng_below(&r, 1100));
         size_t nmsg = 1 + tu_rng_below(&r, 20), plain_len;
-        size_t slen =
-            build_stream(&r, stream, cap, plain, &plain_len, lens, nmsg, pos, MC, 2000);
+        size_t slen = build_stream(&r, stream, cap, plain, &plain_len, lens, nmsg, pos, MC, 2000);
         uw_mpa_rx *rx = mkrx(MC, pos, 0);
         struct collect c = {.in_lo = stream, .in_hi = stream + slen};
         size_t off = 0;
@@ -398,8 +398,8 @@ static void test_every_bit_flip_detected(void **state)
     for (int variant = 0; variant < 4; variant++) {
         unsigned flags = UW_MPA_CRC | (variant & 1 ? UW_MPA_MARKERS : 0);
         uint32_t pos = variant < 2 ? 0 : 0x1ec;
-        size_t slen = build_stream(&r, stream, sizeof(stream), plain, &plain_len, lens, 3, pos,
-                                   flags, 600);
+        size_t slen =
+            build_stream(&r, stream, sizeof(stream), plain, &plain_len, lens, 3, pos, flags, 600);
         for (size_t bit = 0; bit < slen * 8; bit++) {
             stream[bit / 8] ^= (uint8_t)(1u << (bit % 8));
             uw_mpa_rx *rx = mkrx(flags, pos, 0);
@@ -560,7 +560,8 @@ static void test_pause_and_alloc(void **state)
     assert_int_equal(used, n / 3);
     assert_int_equal(c.count, 1);
     c.pause_after = 0;
-    assert_int_equal(uw_mpa_rx_feed(rx, s + used, n - (size_t)used, collect_cb, &c), n - (size_t)used);
+    assert_int_equal(uw_mpa_rx_feed(rx, s + used, n - (size_t)used, collect_cb, &c),
+                     n - (size_t)used);
     assert_int_equal(c.count, 3);
     free(c.data);
     uw_mpa_rx_destroy(rx);

@@ -2168,8 +2168,12 @@ static void test_tx_iov_joined(void **st)
     env_init(&e, &o, &rng);
     for (int i = 0; i < 3; i++) {
         uw_sge sg = {addr_of(&e, MR_L, (uint32_t)i * 4000), 4000, stag_of(&e, MR_L)};
-        uw_send_wr w = {.wr_id = (uint64_t)i, .opcode = UW_WR_RDMA_WRITE, .sg_list = &sg,
-                        .num_sge = 1, .remote_addr = 0x1000, .rkey = 0x1234};
+        uw_send_wr w = {.wr_id = (uint64_t)i,
+                        .opcode = UW_WR_RDMA_WRITE,
+                        .sg_list = &sg,
+                        .num_sge = 1,
+                        .remote_addr = 0x1000,
+                        .rkey = 0x1234};
         post_send(&e, &w);
     }
     struct iovec iov[64];

@@ -113,7 +113,9 @@ static void test_hello_wire(void **st)
     assert_int_equal(uw__sdp_conn_hello(c, h), 0);
     uint8_t want[32];
     assert_int_equal(tu_unhex("00000004 00000020 00000000 00000000"
-                              "11000008 00010000 00010000 00020004", want, 32), 32);
+                              "11000008 00010000 00010000 00020004",
+                              want, 32),
+                     32);
     assert_memory_equal(h, want, 32);
     /* Nothing goes out before the HelloAck (step 2). */
     uw_sdp_tx t;
@@ -228,11 +230,14 @@ static void test_helloack_checks(void **st)
     /* 6.2.2: its MSeq and MSeqAck are not checked on receipt. */
     helloack_case("0100000a 0000001c 00000009 80000003 11000008 00010000 00010001", 0);
     /* 7b: MinV is the smaller of ours (1) and the HAH's. */
-    assert_int_equal(helloack_params("0100000a 0000001c 00000000 00000000 10000008 00010000 00040004").minv, 0);
-    assert_int_equal(helloack_params("0100000a 0000001c 00000000 00000000 11000008 00010000 00040004").minv, 1);
+    assert_int_equal(
+        helloack_params("0100000a 0000001c 00000000 00000000 10000008 00010000 00040004").minv, 0);
+    assert_int_equal(
+        helloack_params("0100000a 0000001c 00000000 00000000 11000008 00010000 00040004").minv, 1);
     /* 7c: IRD down to the HAH's LocORD (3 < 4); 7d: ORD down to its LocIRD
      * (1 < 2). Neither ever goes up (LocORD 8, LocIRD 8). */
-    uw_sdp_params pa = helloack_params("0100000a 0000001c 00000000 00000000 11000008 00010000 00030001");
+    uw_sdp_params pa =
+        helloack_params("0100000a 0000001c 00000000 00000000 11000008 00010000 00030001");
     assert_int_equal(pa.ird, 3);
     assert_int_equal(pa.ord, 1);
     pa = helloack_params("0100000a 0000001c 00000000 00000000 11000008 00010000 00080008");
@@ -407,8 +412,9 @@ static void test_receive_violations(void **st)
     struct {
         int step;
         const char *name;
-    } cases[] = {{0, "gap"}, {1, "ack ahead"}, {2, "payload at two credits"}, {3, "overrun"},
-                 {4, "reserved mid"}, {5, "sendsm"}, {6, "data after disconn"}, {7, "hello"}};
+    } cases[] = {
+        {0, "gap"},          {1, "ack ahead"}, {2, "payload at two credits"}, {3, "overrun"},
+        {4, "reserved mid"}, {5, "sendsm"},    {6, "data after disconn"},     {7, "hello"}};
     for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         sp_pair p;
         uw_sdp_conn_cfg cc = cfg(false, 1024, 4);
@@ -443,7 +449,8 @@ static void test_receive_violations(void **st)
             rc = sp_inject(x, m, sp_build(m, UW_SDP_SENDSM, 0, 16, 1, 0, 0, NULL, 0));
             break;
         case 6:
-            assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_DISCONN, 0, 16, 1, 0, 0, NULL, 0)), 0);
+            assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_DISCONN, 0, 16, 1, 0, 0, NULL, 0)),
+                             0);
             rc = sp_inject(x, m, sp_build(m, DATA, 0, 16, 2, 0, 0, pl, 4));
             break;
         case 7:
@@ -662,7 +669,8 @@ static void test_srcavail_forced_bcopy(void **st)
     assert_int_equal(x->last_mid, UW_SDP_SENDSM);
     sp_msg *sm = &x->out[(x->out_head + x->out_n - 1) % SP_MAXQ];
     assert_true(sm->solicited);
-    uint32_t sm_mseq = (uint32_t)sm->data[8] << 24 | sm->data[9] << 16 | sm->data[10] << 8 | sm->data[11];
+    uint32_t sm_mseq =
+        (uint32_t)sm->data[8] << 24 | sm->data[9] << 16 | sm->data[10] << 8 | sm->data[11];
     /* The rest, sent after the SendSm was received. */
     assert_int_equal(sp_inject(x, m, sp_build(m, DATA, 0, 16, 2, sm_mseq, 0, "cdef", 4)), 0);
     assert_int_equal(sp_inject(x, m, sp_build(m, DATA, 0, 16, 3, sm_mseq, 0, "gh", 2)), 0);
@@ -684,12 +692,14 @@ static void test_srcavail_forced_bcopy(void **st)
     /* Combined Mode: a SrcAvail without payload, or a second one at once. */
     assert_int_equal(sp_setup(&p, NULL, NULL), 0);
     x = &p.s[0];
-    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAIL, 0, 16, 1, 0, 6, NULL, 0)), UW_EPROTO);
+    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAIL, 0, 16, 1, 0, 6, NULL, 0)),
+                     UW_EPROTO);
     sp_free(&p);
     assert_int_equal(sp_setup(&p, NULL, NULL), 0);
     x = &p.s[0];
     assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAIL, 0, 16, 1, 0, 6, "a", 1)), 0);
-    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAIL, 0, 16, 2, 0, 6, "a", 1)), UW_EPROTO);
+    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAIL, 0, 16, 2, 0, 6, "a", 1)),
+                     UW_EPROTO);
     sp_free(&p);
 
     /* Buffered Mode after a ModeChange (S=0): SrcAvail is not permitted
@@ -699,7 +709,8 @@ static void test_srcavail_forced_bcopy(void **st)
     uint32_t n = sp_build(m, UW_SDP_MODECHANGE, 0, 16, 1, 0, 0, NULL, 0);
     m[16] = UW_SDP_BUFF_MODE << 4;
     assert_int_equal(sp_inject(x, m, n), 0);
-    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAIL, 0, 16, 2, 0, 6, "a", 1)), UW_EPROTO);
+    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAIL, 0, 16, 2, 0, 6, "a", 1)),
+                     UW_EPROTO);
     sp_free(&p);
     assert_int_equal(sp_setup(&p, NULL, NULL), 0);
     x = &p.s[0];
@@ -718,7 +729,8 @@ static void test_srcavail_forced_bcopy(void **st)
     assert_int_equal(sendsm, 1);
     sm = &x->out[(x->out_head + x->out_n - 1) % SP_MAXQ];
     sm_mseq = (uint32_t)sm->data[8] << 24 | sm->data[9] << 16 | sm->data[10] << 8 | sm->data[11];
-    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAILCANCEL, 0, 16, 2, sm_mseq, 0, NULL, 0)), 0);
+    assert_int_equal(
+        sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAILCANCEL, 0, 16, 2, sm_mseq, 0, NULL, 0)), 0);
     uw__sdp_conn_stats(x->c, &s);
     assert_int_equal(s.sendsm_sent, 1);
     assert_int_equal(sp_inject(x, m, sp_build(m, DATA, 0, 16, 3, sm_mseq, 0, "cdef", 4)), 0);
@@ -734,7 +746,8 @@ static void test_srcavail_forced_bcopy(void **st)
     assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAIL, 0, 1, 1, 0, 6, "ab", 2)), 0);
     uw__sdp_conn_stats(x->c, &s);
     assert_int_equal(s.sendsm_sent, 0);
-    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAILCANCEL, 0, 1, 2, 0, 0, NULL, 0)), 0);
+    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SRCAVAILCANCEL, 0, 1, 2, 0, 0, NULL, 0)),
+                     0);
     uw__sdp_conn_stats(x->c, &s);
     assert_int_equal(s.sendsm_sent, 0);
     /* A credit update from the peer (Data, no payload). */
@@ -758,7 +771,8 @@ static void test_srcavail_forced_bcopy(void **st)
     assert_int_equal(sp_setup(&p, NULL, NULL), 0);
     x = &p.s[0];
     unsigned before = x->out_n;
-    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SINKAVAILCANCEL, 0, 16, 1, 0, 0, NULL, 0)), 0);
+    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SINKAVAILCANCEL, 0, 16, 1, 0, 0, NULL, 0)),
+                     0);
     sp_drain_tx(x);
     assert_int_equal(x->out_n, before);
     assert_int_equal(uw__sdp_conn_state(x->c), UW_SDP_S_OPEN);
@@ -767,7 +781,8 @@ static void test_srcavail_forced_bcopy(void **st)
     /* SinkAvail while our send half is Combined (Figure 25). */
     assert_int_equal(sp_setup(&p, NULL, NULL), 0);
     x = &p.s[0];
-    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SINKAVAIL, 0, 16, 1, 0, 4096, NULL, 0)), UW_EPROTO);
+    assert_int_equal(sp_inject(x, m, sp_build(m, UW_SDP_SINKAVAIL, 0, 16, 1, 0, 4096, NULL, 0)),
+                     UW_EPROTO);
     sp_free(&p);
 }
 
@@ -871,8 +886,9 @@ static void test_chrcvbuf(void **st)
         uw_sdp_stats st0;
         uw__sdp_conn_stats(p.s[0].c, &st0);
         uint32_t ours = (uint32_t)st0.msgs_sent; /* our last MSeq */
-        assert_int_equal(sp_inject(&p.s[0], m, sp_build(m, UW_SDP_CHRCVBUFACK, 0, 16, 1, ours,
-                                                        k == 0 ? 1024 : 4096, NULL, 0)),
+        assert_int_equal(sp_inject(&p.s[0], m,
+                                   sp_build(m, UW_SDP_CHRCVBUFACK, 0, 16, 1, ours,
+                                            k == 0 ? 1024 : 4096, NULL, 0)),
                          UW_EPROTO);
         assert_non_null(uw__sdp_conn_why(p.s[0].c));
         sp_free(&p);
@@ -1115,15 +1131,15 @@ static void test_mseq_wrap(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_setup_params),     cmocka_unit_test(test_hello_wire),
-        cmocka_unit_test(test_hello_rejected),   cmocka_unit_test(test_helloack_checks),
+        cmocka_unit_test(test_setup_params),       cmocka_unit_test(test_hello_wire),
+        cmocka_unit_test(test_hello_rejected),     cmocka_unit_test(test_helloack_checks),
         cmocka_unit_test(test_stream_and_credits), cmocka_unit_test(test_gratuitous_update),
         cmocka_unit_test(test_receive_violations), cmocka_unit_test(test_graceful_close),
-        cmocka_unit_test(test_abortive_close),   cmocka_unit_test(test_oob),
-        cmocka_unit_test(test_oob_wire),         cmocka_unit_test(test_srcavail_forced_bcopy),
-        cmocka_unit_test(test_chrcvbuf),         cmocka_unit_test(test_nagle_and_cork),
-        cmocka_unit_test(test_config_rejected),  cmocka_unit_test(test_mpa_limits),
-        cmocka_unit_test(test_mseq_wrap),        cmocka_unit_test(test_poke_minimal_peer),
+        cmocka_unit_test(test_abortive_close),     cmocka_unit_test(test_oob),
+        cmocka_unit_test(test_oob_wire),           cmocka_unit_test(test_srcavail_forced_bcopy),
+        cmocka_unit_test(test_chrcvbuf),           cmocka_unit_test(test_nagle_and_cork),
+        cmocka_unit_test(test_config_rejected),    cmocka_unit_test(test_mpa_limits),
+        cmocka_unit_test(test_mseq_wrap),          cmocka_unit_test(test_poke_minimal_peer),
         cmocka_unit_test(test_autotune),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -512,7 +512,8 @@ static void test_loop_drives(void **state)
         assert_int_equal(uw_sdp_stack_wait_begin(p.sa, &cfd, &tmo), 0);
         int c2, t2;
         assert_int_equal(uw_sdp_stack_wait_begin(p.sa, &c2, &t2), -EBUSY);
-        struct pollfd pf[2] = {{.fd = uw_sdp_fd(p.c), .events = POLLIN}, {.fd = cfd, .events = POLLIN}};
+        struct pollfd pf[2] = {{.fd = uw_sdp_fd(p.c), .events = POLLIN},
+                               {.fd = cfd, .events = POLLIN}};
         int n = poll(pf, 2, T_MS);
         assert_true(n > 0);
         bool fired = pf[1].revents != 0;
@@ -536,7 +537,8 @@ static void test_loop_drives(void **state)
     pthread_join(th, NULL);
     assert_int_equal(got, f.total);
     assert_true(fired_n > 0);
-    fprintf(stderr, "# loop drives: %zu octets, %d waits, %d woken by the stack\n", got, loops, fired_n);
+    fprintf(stderr, "# loop drives: %zu octets, %d waits, %d woken by the stack\n", got, loops,
+            fired_n);
     pair_close(&p);
 }
 
@@ -1155,15 +1157,15 @@ static void vpeer_open(vpeer *v)
     assert_int_equal(uw_cq_create(v->ctx, 64, &v->cq), 0);
     v->mem = calloc(VP_NBUF + 1, VP_BUF);
     assert_non_null(v->mem);
-    assert_int_equal(uw_mr_reg(v->pd, v->mem, (size_t)(VP_NBUF + 1) * VP_BUF, UW_ACCESS_LOCAL_WRITE,
-                               &v->mr),
-                     0);
+    assert_int_equal(
+        uw_mr_reg(v->pd, v->mem, (size_t)(VP_NBUF + 1) * VP_BUF, UW_ACCESS_LOCAL_WRITE, &v->mr), 0);
 }
 
 static void vpeer_post(vpeer *v)
 {
     for (uint32_t i = 0; i < VP_NBUF; i++) {
-        uw_sge sge = {.addr = (uint64_t)(uintptr_t)(v->mem + i * VP_BUF), .length = VP_BUF,
+        uw_sge sge = {.addr = (uint64_t)(uintptr_t)(v->mem + i * VP_BUF),
+                      .length = VP_BUF,
                       .lkey = uw_mr_stag(v->mr)};
         uw_recv_wr wr = {.wr_id = i, .sg_list = &sge, .num_sge = 1};
         assert_int_equal(uw_post_recv(v->qp, &wr, 1, NULL), 0);
@@ -1222,8 +1224,12 @@ static void test_verbs_peer_accepting(void **state)
                               "11000008 00010000 00010000 00040004",
                               hello, sizeof(hello)),
                      32);
-    uw_conn_param cp = {.p2p = true, .rtr = UW_MPA_RTR_WRITE, .ird = 1, .ord = 1,
-                        .private_data = hello, .private_data_len = sizeof(hello)};
+    uw_conn_param cp = {.p2p = true,
+                        .rtr = UW_MPA_RTR_WRITE,
+                        .ird = 1,
+                        .ord = 1,
+                        .private_data = hello,
+                        .private_data_len = sizeof(hello)};
     assert_int_equal(uw_connect(v.qp, (struct sockaddr *)&ss, sl, &cp), 0);
     uw_cm_event ev;
     assert_int_equal(vpeer_event(&v, UW_CM_ESTABLISHED, &ev), 0);
@@ -1286,8 +1292,11 @@ static void *vlisten_main(void *arg)
     uint8_t *hah = x->v.mem + VP_NBUF * VP_BUF;
     tu_unhex("0100000a 0000001c 00000000 00000000 11000008 00010000 00010001", hah, 28);
     uw_sge sge = {.addr = (uint64_t)(uintptr_t)hah, .length = 28, .lkey = uw_mr_stag(x->v.mr)};
-    uw_send_wr wr = {.wr_id = 99, .opcode = UW_WR_SEND,
-                     .flags = UW_SEND_SIGNALED | UW_SEND_SOLICITED, .sg_list = &sge, .num_sge = 1};
+    uw_send_wr wr = {.wr_id = 99,
+                     .opcode = UW_WR_SEND,
+                     .flags = UW_SEND_SIGNALED | UW_SEND_SOLICITED,
+                     .sg_list = &sge,
+                     .num_sge = 1};
     if (uw_post_send(x->v.qp, &wr, 1, NULL) < 0)
         return NULL;
     uw_wc wc;

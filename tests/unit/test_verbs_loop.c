@@ -114,7 +114,8 @@ static int connect_pair(pair *p, const uw_conn_param *ca, const uw_conn_param *c
     uw_qp_attr qa = {.pd = p->b.pd, .send_cq = p->b.cq, .recv_cq = p->b.cq};
     struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = 0};
     sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(uw_listen(p->b.ctx, (struct sockaddr *)&sin, sizeof(sin), &qa, cb, &p->b.l), 0);
+    assert_int_equal(uw_listen(p->b.ctx, (struct sockaddr *)&sin, sizeof(sin), &qa, cb, &p->b.l),
+                     0);
     struct sockaddr_storage ss;
     socklen_t sl;
     assert_int_equal(uw_listener_addr(p->b.l, &ss, &sl), 0);
@@ -169,8 +170,8 @@ static void exchange(pair *p, uint32_t len)
     uw_recv_wr rw = {.wr_id = 7, .sg_list = &rs, .num_sge = 1};
     assert_int_equal(uw_post_recv(b->qp, &rw, 1, NULL), 0);
     uw_sge ss = {(uint64_t)(uintptr_t)a->buf, len, uw_mr_stag(a->mr)};
-    uw_send_wr sw = {.wr_id = 1, .opcode = UW_WR_SEND, .flags = UW_SEND_SIGNALED, .sg_list = &ss,
-                     .num_sge = 1};
+    uw_send_wr sw = {
+        .wr_id = 1, .opcode = UW_WR_SEND, .flags = UW_SEND_SIGNALED, .sg_list = &ss, .num_sge = 1};
     assert_int_equal(uw_post_send(a->qp, &sw, 1, NULL), 0);
     assert_int_equal(wait_wc(p, b, &wc), 1);
     assert_int_equal(wc.status, UW_WC_SUCCESS);
@@ -183,8 +184,11 @@ static void exchange(pair *p, uint32_t len)
     assert_int_equal(wc.wr_id, 1);
     /* Write a -> b at offset BUF/2 */
     fill(a->buf, len, len + 1);
-    uw_send_wr ww = {.wr_id = 2, .opcode = UW_WR_RDMA_WRITE, .flags = UW_SEND_SIGNALED,
-                     .sg_list = &ss, .num_sge = 1,
+    uw_send_wr ww = {.wr_id = 2,
+                     .opcode = UW_WR_RDMA_WRITE,
+                     .flags = UW_SEND_SIGNALED,
+                     .sg_list = &ss,
+                     .num_sge = 1,
                      .remote_addr = (uint64_t)(uintptr_t)(b->buf + BUF / 2),
                      .rkey = uw_mr_stag(b->mr)};
     assert_int_equal(uw_post_send(a->qp, &ww, 1, NULL), 0);
@@ -192,8 +196,11 @@ static void exchange(pair *p, uint32_t len)
     assert_int_equal(wc.status, UW_WC_SUCCESS);
     /* Read b -> a: a reads back what it wrote, into BUF/2. */
     uw_sge rd = {(uint64_t)(uintptr_t)(a->buf + BUF / 2), len, uw_mr_stag(a->mr)};
-    uw_send_wr rr = {.wr_id = 3, .opcode = UW_WR_RDMA_READ, .flags = UW_SEND_SIGNALED,
-                     .sg_list = &rd, .num_sge = 1,
+    uw_send_wr rr = {.wr_id = 3,
+                     .opcode = UW_WR_RDMA_READ,
+                     .flags = UW_SEND_SIGNALED,
+                     .sg_list = &rd,
+                     .num_sge = 1,
                      .remote_addr = (uint64_t)(uintptr_t)(b->buf + BUF / 2),
                      .rkey = uw_mr_stag(b->mr)};
     assert_int_equal(uw_post_send(a->qp, &rr, 1, NULL), 0);
@@ -330,8 +337,11 @@ static void test_bad_stag(void **st)
     assert_int_equal(connect_pair(&p, NULL, NULL, false), UW_CM_ESTABLISHED);
     memset(p.b.buf, 0x5A, BUF);
     uw_sge ss = {(uint64_t)(uintptr_t)p.a.buf, 100, uw_mr_stag(p.a.mr)};
-    uw_send_wr ww = {.wr_id = 2, .opcode = UW_WR_RDMA_WRITE, .flags = UW_SEND_SIGNALED,
-                     .sg_list = &ss, .num_sge = 1,
+    uw_send_wr ww = {.wr_id = 2,
+                     .opcode = UW_WR_RDMA_WRITE,
+                     .flags = UW_SEND_SIGNALED,
+                     .sg_list = &ss,
+                     .num_sge = 1,
                      .remote_addr = (uint64_t)(uintptr_t)(p.b.buf + BUF - 50),
                      .rkey = uw_mr_stag(p.b.mr)};
     assert_int_equal(uw_post_send(p.a.qp, &ww, 1, NULL), 0);
@@ -445,8 +455,11 @@ static void test_small_cq_pause(void **st)
         while (posted < N && posted - acked < 64) {
             uw_sge ss = {(uint64_t)(uintptr_t)(p.a.buf + (size_t)posted * LEN), LEN,
                          uw_mr_stag(p.a.mr)};
-            uw_send_wr sw = {.wr_id = 1000 + (uint64_t)posted, .opcode = UW_WR_SEND,
-                             .flags = UW_SEND_SIGNALED, .sg_list = &ss, .num_sge = 1};
+            uw_send_wr sw = {.wr_id = 1000 + (uint64_t)posted,
+                             .opcode = UW_WR_SEND,
+                             .flags = UW_SEND_SIGNALED,
+                             .sg_list = &ss,
+                             .num_sge = 1};
             assert_int_equal(uw_post_send(p.a.qp, &sw, 1, NULL), 0);
             posted++;
         }

@@ -68,7 +68,6 @@ static const char HELP[] =
     "(the message names the RFC error and the Terminate's layer/type/code);\n"
     "3 rejected by the peer (its private data is printed in hex); 4 timeout.\n";
 
-
 static int parse_depth(const char *name, const char *v, uint16_t *out)
 {
     uint32_t n;

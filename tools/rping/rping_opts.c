@@ -53,7 +53,6 @@ static const char HELP[] =
     "Exit status: 0 success; 1 usage error; 2 protocol, transport or data error;\n"
     "3 rejected by the peer; 4 timeout.\n";
 
-
 /* Handles one short option letter; val is its value when it takes one. */
 static int short_opt(rp_opts *o, char opt, const char *val)
 {
