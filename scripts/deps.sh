@@ -4,6 +4,7 @@
 #   libisal-dev     Intel ISA-L: CRC32c at memory speed
 #   libcmocka-dev   unit test framework
 #   clang, libclang-rt-14-dev   libFuzzer and clang sanitizer runtimes
+#   clang-format                the style check (tests/style)
 #   cmake, gcc, make, pkg-config   the build
 #   tshark          Wireshark's dissectors check our wire format in the tests
 #   libcap2-bin     setcap/getcap, to let tshark capture without root if needed
@@ -20,7 +21,7 @@
 #   iproute2        ss: the app tests watch listeners and pick free ports
 set -euo pipefail
 
-PKGS=(build-essential cmake pkg-config clang libclang-rt-14-dev libisal-dev libcmocka-dev
+PKGS=(build-essential cmake pkg-config clang clang-format libclang-rt-14-dev libisal-dev libcmocka-dev
       tshark libcap2-bin
       iperf3 redis-server redis-tools nginx-light socat memcached sockperf curl python3 iproute2)
 # `deps.sh bench` adds what bench/ needs: bench/report's plot (gnuplot-nox)
