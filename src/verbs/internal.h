@@ -257,12 +257,11 @@ struct uw_qp {
     bool rtr_pending_tx;   /* initiator in p2p: the RTR goes first */
     bool first_rx_pending; /* responder without RTR: silent until a first FPDU */
     bool eof_seen;         /* recv() returned 0 */
-    bool peer_fin, local_fin, fin_sent, disconnect_req, disc_reported;
+    bool peer_fin, fin_sent, disconnect_req, disc_reported;
     int close_err;
     bool setup_failed; /* the initiator Terminates a Reply it cannot use */
     bool term_reported, linger_silent, closed_reported;
-    bool release_fin;  /* destroy closes with FIN, not RST: the ULP's data is all sent */
-    uint64_t produced; /* unused */
+    bool release_fin; /* destroy closes with FIN, not RST: the ULP's data is all sent */
     struct sockaddr_storage peer;
 
     /* Transmit (qp_tx.c). */
