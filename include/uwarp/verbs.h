@@ -94,8 +94,10 @@ int uw_ctx_fd(uw_ctx *ctx);
  * new completions plus new events (>= 0). */
 int uw_ctx_progress(uw_ctx *ctx);
 /* Waits up to timeout_ms (-1: forever, 0: no wait) for the context fd, then
- * progresses. Returns as uw_ctx_progress(); UW_ETIMEDOUT is not an error
- * here: 0 is returned when nothing happened. */
+ * progresses. Returns the number of new completions plus new events (> 0),
+ * UW_ETIMEDOUT when timeout_ms passed with none (as uw_cq_wait() and
+ * uw_cm_wait_event() report it), 0 when the wait ended early with none (a
+ * socket moved data that completed nothing yet), or another error. */
 int uw_ctx_wait(uw_ctx *ctx, int timeout_ms);
 
 /* ------------------------------------------------------------------------ */

@@ -655,11 +655,18 @@ int uw_ctx_wait(uw_ctx *c, int timeout_ms)
 {
     if (!c)
         return UW_EINVAL;
-    uint64_t before = c->produced;
+    uint64_t before = c->produced, start = uw__now_ns();
+    int r;
     int w = wait_in_recv(c, timeout_ms);
     if (w >= 0)
-        return (int)(c->produced - before);
-    return progress(c, timeout_ms);
+        r = (int)(c->produced - before);
+    else
+        r = progress(c, timeout_ms);
+    /* As uw_cq_wait() and uw_cm_wait_event() say it: nothing by the end of
+     * the time given. A wake-up that produced nothing before then is 0. */
+    if (r == 0 && timeout_ms >= 0 && uw__now_ns() - start >= (uint64_t)timeout_ms * 1000000u)
+        return UW_ETIMEDOUT;
+    return r;
 }
 
 void uw__qp_doorbell(uw_qp *qp)

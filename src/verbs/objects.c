@@ -201,8 +201,8 @@ int uw_cm_wait_event(uw_ctx *c, uw_cm_event *ev, int timeout_ms)
         uint64_t wc0 = c->produced - c->produced_ev, ev0 = c->produced_ev;
         r = uw_ctx_wait(c, left);
         signal_others(c, wc0, ev0, NULL, 0);
-        if (r < 0)
-            return r;
+        if (r < 0 && r != UW_ETIMEDOUT)
+            return r; /* a timeout: the event may have come with it, look once more */
     }
 }
 
@@ -479,8 +479,8 @@ int uw_cq_wait(uw_cq *cq, uw_wc *wc, int n, int timeout_ms)
         uint64_t wc0 = c->produced - c->produced_ev, ev0 = c->produced_ev, own0 = cq->pushed;
         int r = uw_ctx_wait(c, left);
         signal_others(c, wc0, ev0, cq, own0);
-        if (r < 0)
-            return r;
+        if (r < 0 && r != UW_ETIMEDOUT)
+            return r; /* a timeout: completions may have come with it, look once more */
     }
 }
 

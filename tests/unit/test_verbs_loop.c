@@ -587,6 +587,30 @@ static void *dial(void *arg)
     return NULL;
 }
 
+/* The three waits say "timed out" the same way: UW_ETIMEDOUT, after the
+ * time given (0 included), on an idle context. */
+static void test_wait_timeouts(void **st)
+{
+    (void)st;
+    uw_ctx *ctx;
+    uw_cq *cq;
+    assert_int_equal(uw_ctx_create(&ctx, NULL), 0);
+    assert_int_equal(uw_cq_create(ctx, 16, &cq), 0);
+    uw_wc wc;
+    uw_cm_event ev;
+    for (int ms = 0; ms <= 60; ms += 60) {
+        double t0 = now_s();
+        assert_int_equal(uw_ctx_wait(ctx, ms), UW_ETIMEDOUT);
+        assert_int_equal(uw_cq_wait(cq, &wc, 1, ms), UW_ETIMEDOUT);
+        assert_int_equal(uw_cm_wait_event(ctx, &ev, ms), UW_ETIMEDOUT);
+        double el = now_s() - t0;
+        assert_true(el >= 3 * ms / 1000.0 * 0.9);
+        assert_true(el < 3 * ms / 1000.0 + 1.0);
+    }
+    assert_int_equal(uw_cq_destroy(cq), 0);
+    assert_int_equal(uw_ctx_destroy(ctx), 0);
+}
+
 /* A server's lone connection stays out of the epoll set while the server
  * sleeps (poll() on it and the epoll fd together) and while it signals work
  * to itself with a flag instead of the eventfd (engine.c). Neither may cost
@@ -668,6 +692,7 @@ static void test_server_sleeps_detached(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wait_timeouts),
         cmocka_unit_test(test_default),
         cmocka_unit_test(test_nocrc_markers_v1),
         cmocka_unit_test(test_p2p),

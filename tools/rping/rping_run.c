@@ -278,7 +278,8 @@ static int wait_wc(struct rp *r, int want, bool may_end, uw_wc *out)
             cli_msg("%s: timed out waiting for the peer (%d ms)", r->what, step_ms(r->o));
             return RC_EXIT_TIMEOUT;
         }
-        if ((rc = uw_ctx_wait(r->ctx, left < RC_WAIT_SLICE_MS ? left : RC_WAIT_SLICE_MS)) < 0)
+        rc = uw_ctx_wait(r->ctx, left < RC_WAIT_SLICE_MS ? left : RC_WAIT_SLICE_MS);
+        if (rc < 0 && rc != UW_ETIMEDOUT) /* a slice ending is not the deadline */
             return fail_lib("uw_ctx_wait", rc);
     }
 }
