@@ -73,12 +73,12 @@ typedef struct uw_ctx_attr {
     int log_level; /* most verbose level passed to log */
 } uw_ctx_attr;
 
-/* Creates a context. attr may be NULL. Errors: UW_ENOMEM, or a negative errno
- * from epoll_create1/eventfd. */
+/* Creates a context. attr may be NULL. Errors: UW_EINVAL (out NULL), UW_ENOMEM, or a negative
+ * errno from epoll_create1/eventfd/timerfd_create/epoll_ctl (-EMFILE, ...). */
 int uw_ctx_create(uw_ctx **out, const uw_ctx_attr *attr);
-/* UW_EBUSY while any object created from it exists. Sockets still closing
- * for destroyed QPs (uw_qp_destroy()) are finished first: this blocks until
- * what they owe the peer has been acknowledged, at most 2 s. */
+/* Errors: UW_EINVAL (ctx NULL), UW_EBUSY while any PD, CQ, QP or listener created from it
+ * exists. Sockets still closing for destroyed QPs (uw_qp_destroy()) are finished first: this
+ * blocks until what they owe the peer has been acknowledged, at most 2 s. */
 int uw_ctx_destroy(uw_ctx *ctx);
 /* The context's file descriptor (see "Progress model"). Owned by the
  * context: do not close it. Level-triggered: after it polls readable, call a
@@ -88,23 +88,27 @@ int uw_ctx_destroy(uw_ctx *ctx);
  * connection drives that socket with direct calls and keeps it out of the
  * epoll set while busy-polling or blocking in uw_cq_wait(): the kernel then
  * skips an epoll wakeup callback on every segment it receives, which costs
- * about a microsecond per round trip on loopback. */
+ * about a microsecond per round trip on loopback. Errors: UW_EINVAL (ctx NULL). */
 int uw_ctx_fd(uw_ctx *ctx);
 /* Does all work that is possible now without blocking. Returns the number of
- * new completions plus new events (>= 0). */
+ * new completions plus new events (>= 0). Errors: UW_EINVAL (ctx NULL) only: socket and
+ * protocol failures arrive as completions and events. */
 int uw_ctx_progress(uw_ctx *ctx);
 /* Waits up to timeout_ms (-1: forever, 0: no wait) for the context fd, then
  * progresses. Returns the number of new completions plus new events (> 0),
  * UW_ETIMEDOUT when timeout_ms passed with none (as uw_cq_wait() and
  * uw_cm_wait_event() report it), 0 when the wait ended early with none (a
- * socket moved data that completed nothing yet), or another error. */
+ * socket moved data that completed nothing yet, or a signal interrupted it), or UW_EINVAL
+ * (ctx NULL). */
 int uw_ctx_wait(uw_ctx *ctx, int timeout_ms);
 
 /* ------------------------------------------------------------------------ */
 /* Protection domains and memory regions                                     */
 
+/* Errors: UW_EINVAL (ctx or out NULL), UW_ENOMEM. */
 int uw_pd_alloc(uw_ctx *ctx, uw_pd **out);
-int uw_pd_dealloc(uw_pd *pd); /* UW_EBUSY while MRs or QPs use it */
+/* Errors: UW_EINVAL (pd NULL), UW_EBUSY while MRs or QPs use it. */
+int uw_pd_dealloc(uw_pd *pd);
 
 enum uw_access {
     UW_ACCESS_LOCAL_WRITE = 1u << 0,  /* receive buffers and Read sinks */
@@ -117,16 +121,21 @@ enum uw_access {
 /* Registers [addr, addr+len) for access. The region's Tagged Offsets are
  * virtual addresses (TO = (uint64_t)addr + offset), as Linux siw and rdma-core
  * applications expect. Remote access requires LOCAL_WRITE with REMOTE_WRITE
- * (as in verbs). Errors: UW_EINVAL, UW_ENOMEM, UW_ENOBUFS (STag space full). */
+ * (as in verbs). Errors: UW_EINVAL (pd or out NULL, addr NULL with len > 0, unknown access
+ * bits, REMOTE_WRITE without LOCAL_WRITE, addr + len wraps), UW_ENOMEM, UW_ENOBUFS (STag space
+ * full: 2^24 - 1 regions per context). */
 int uw_mr_reg(uw_pd *pd, void *addr, size_t len, unsigned access, uw_mr **out);
+/* Errors: UW_EINVAL (mr NULL). */
 int uw_mr_dereg(uw_mr *mr);
 /* The STag the peer uses (rkey) and the local key (lkey); identical in uwarp.
  * The low 8 bits are a key that changes on every registration that reuses an
- * index, so stale STags are rejected. */
+ * index, so stale STags are rejected. 0 (never a valid STag) for a NULL mr. */
 uint32_t uw_mr_stag(const uw_mr *mr);
-/* Valid until invalidated (remotely, or by a UW_WR_LOCAL_INV work request). */
+/* Valid until invalidated (remotely, or by a UW_WR_LOCAL_INV work request). false for a NULL
+ * mr. */
 bool uw_mr_valid(const uw_mr *mr);
-/* Makes an invalidated MR valid again with a new key (a fresh STag). */
+/* Makes an invalidated MR valid again with a new key (a fresh STag). Errors: UW_EINVAL (mr
+ * NULL). */
 int uw_mr_rereg(uw_mr *mr);
 
 /* ------------------------------------------------------------------------ */
@@ -166,16 +175,18 @@ typedef struct uw_wc {
 } uw_wc;
 
 /* A CQ holds up to depth completions; when full, further completions of its
- * QPs wait inside the QP (the QP stops reading), so none is lost. */
+ * QPs wait inside the QP (the QP stops reading), so none is lost. Errors: UW_EINVAL (ctx or
+ * out NULL, depth 0 or above 2^20), UW_ENOMEM. */
 int uw_cq_create(uw_ctx *ctx, unsigned depth, uw_cq **out);
-int uw_cq_destroy(uw_cq *cq); /* UW_EBUSY while a QP uses it */
+/* Errors: UW_EINVAL (cq NULL), UW_EBUSY while a QP uses it. */
+int uw_cq_destroy(uw_cq *cq);
 /* Progresses the context, then moves up to n completions into wc. Returns
- * their count (0..n). */
+ * their count (0..n). Errors: UW_EINVAL (cq NULL, n < 0, or wc NULL with n > 0). */
 int uw_cq_poll(uw_cq *cq, uw_wc *wc, int n);
 /* Like uw_cq_poll(), but waits up to timeout_ms (-1 forever) for at least one
- * completion. Returns the count, or UW_ETIMEDOUT. */
+ * completion. Returns the count, or UW_ETIMEDOUT. Errors: UW_EINVAL (cq or wc NULL, n <= 0). */
 int uw_cq_wait(uw_cq *cq, uw_wc *wc, int n, int timeout_ms);
-/* The fd to wait on: the context's fd (see uw_ctx_fd()). */
+/* The fd to wait on: the context's fd (see uw_ctx_fd()). UW_EINVAL for a NULL cq. */
 int uw_cq_fd(const uw_cq *cq);
 
 /* ------------------------------------------------------------------------ */
@@ -236,6 +247,8 @@ enum uw_qp_state {
     UW_QPS_CLOSED = 5,
 };
 
+/* Errors: UW_EINVAL (ctx, attr, out, pd or a CQ NULL; pd or a CQ from another context; a queue
+ * depth above 65536), UW_ENOMEM. */
 int uw_qp_create(uw_ctx *ctx, const uw_qp_attr *attr, uw_qp **out);
 /* Frees the QP. A live connection is aborted (RST) and outstanding requests
  * are dropped without completions. A QP that is CLOSED (both directions shut
@@ -245,8 +258,10 @@ int uw_qp_create(uw_ctx *ctx, const uw_qp_attr *attr, uw_qp **out);
  * was queued), the context keeps the socket after this returns, writes
  * those octets, shuts down our direction and discards what arrives until
  * the peer's FIN or 2 s, then closes it. The application's buffers are
- * free at once: queued octets are copied. */
+ * free at once: queued octets are copied. Errors: UW_EINVAL (qp NULL) only: a QP is never
+ * busy. */
 int uw_qp_destroy(uw_qp *qp);
+/* The enum uw_qp_state, or UW_EINVAL for a NULL qp. */
 int uw_qp_state(const uw_qp *qp);
 /* Posts an array of n requests; the requests and their scatter lists are
  * copied, so the arrays may be reused at once (the buffers they name may
@@ -254,13 +269,20 @@ int uw_qp_state(const uw_qp *qp);
  * responder transmits nothing before the initiator's first FPDU has arrived,
  * so the initiator of a client-server protocol must send first (or both
  * sides use peer-to-peer mode, where the RTR does it).
- * Returns 0, or an error for the first request
- * that could not be posted (*bad set to its index): UW_ENOBUFS (queue full),
- * UW_EINVAL (malformed), UW_EPERM (QP in error). Requests can be posted
- * before the connection is established; they run once it is. */
+ * Returns 0, or an error for the first request that could not be posted (*bad set to its
+ * index if bad is not NULL; the requests before it are posted): UW_EPERM (QP in ERROR or
+ * CLOSED, or uw_disconnect() called; a Read sink MR without LOCAL_WRITE), UW_ENOBUFS (send
+ * queue full), UW_EINVAL (num_sge outside 0..UW_MAX_SGE, sg_list NULL, unknown opcode, a Read
+ * with more than one SGE, an SGE outside a valid MR of the QP's PD), UW_EMSGSIZE (SGE lengths
+ * sum above 2^32 - 1). qp NULL, n < 0 or wr NULL with n > 0: UW_EINVAL, *bad untouched.
+ * Requests can be posted before the connection is established; they run once it is. */
 int uw_post_send(uw_qp *qp, const uw_send_wr *wr, int n, int *bad);
+/* As uw_post_send(), also before the connection and after uw_disconnect(). Errors: UW_EPERM
+ * (QP in ERROR or CLOSED; an MR without LOCAL_WRITE), UW_ENOBUFS (receive queue full),
+ * UW_EINVAL (as for uw_post_send()), UW_EMSGSIZE. */
 int uw_post_recv(uw_qp *qp, const uw_recv_wr *wr, int n, int *bad);
-/* Optional: arbitrary pointer for the application. */
+/* Optional: arbitrary pointer for the application. A NULL qp is ignored (set) or gives NULL
+ * (get). */
 void uw_qp_set_context(uw_qp *qp, void *p);
 void *uw_qp_get_context(const uw_qp *qp);
 
@@ -275,7 +297,8 @@ typedef struct uw_term {
     uint8_t ecode;
 } uw_term;
 
-/* "RDMAP remote protection: invalid STag" and similar; static string. */
+/* "RDMAP remote protection: invalid STag" and similar; static string. "undefined Terminate
+ * code" for a layer/type/code that RFC 5040 does not define. */
 const char *uw_term_describe(uw_term t);
 
 /* ------------------------------------------------------------------------ */
@@ -331,7 +354,14 @@ typedef struct uw_cm_event {
 } uw_cm_event;
 
 /* Connects qp (IDLE) to addr as MPA initiator. Completes with ESTABLISHED,
- * REJECTED or CONNECT_ERROR on the context's event queue. */
+ * REJECTED or CONNECT_ERROR on the context's event queue (a refused or unreachable peer
+ * usually shows there, not here). Errors: UW_EINVAL (qp or addr NULL, len above
+ * sizeof(struct sockaddr_storage); in p: private_data_len above 512, private_data NULL with a
+ * length, rev above 2, crc or rtr out of range, timeout_ms < 0, a tcp_congestion name of 16
+ * characters or more, ird/ord above UW_MPA_NO_NEGOTIATION other than UW_CONN_ZERO, p2p with rev 1),
+ * UW_EMPA_PD_LENGTH (private data above 508 octets with rev 2), UW_EALREADY (qp not IDLE), or
+ * a negative errno from socket()/connect() or from setting tcp_congestion (-ENOENT: unknown,
+ * -EPERM: not allowed). */
 int uw_connect(uw_qp *qp, const struct sockaddr *addr, socklen_t len, const uw_conn_param *p);
 
 /* Listens on addr (port 0: ephemeral; see uw_listener_addr()). Each incoming
@@ -340,41 +370,61 @@ int uw_connect(uw_qp *qp, const struct sockaddr *addr, socklen_t len, const uw_c
  * uw_reject(). An invalid Request, or a peer that times out before its
  * Request is complete, is answered per RFC 5044/6581 and closed by uwarp,
  * and reported as CONNECT_ERROR with qp NULL and listener set (for logs;
- * nothing is left to clean up). */
+ * nothing is left to clean up). Errors: UW_EINVAL (ctx, addr, qp_attr or out NULL; in p:
+ * private_data_len above 512, private_data NULL with a length, rev above 2, crc or rtr out of
+ * range, timeout_ms < 0, a tcp_congestion name of 16 characters or more), UW_ENOMEM, or a negative
+ * errno from socket/setsockopt/bind/listen/epoll_ctl (UW_EADDRINUSE, -EACCES, ...). */
 int uw_listen(uw_ctx *ctx, const struct sockaddr *addr, socklen_t len, const uw_qp_attr *qp_attr,
               const uw_conn_param *p, uw_listener **out);
+/* Connections still in the startup exchange are closed; CONNECT_REQUEST QPs stay the
+ * application's. Errors: UW_EINVAL (l NULL). */
 int uw_listener_destroy(uw_listener *l);
+/* The bound address. Errors: UW_EINVAL (an argument NULL), or a negative errno from
+ * getsockname(). */
 int uw_listener_addr(const uw_listener *l, struct sockaddr_storage *ss, socklen_t *len);
 /* Accepts a CONNECT_REQUEST qp. With p NULL the listener's parameters
  * apply; otherwise p's private data, CRC policy and markers replace the
  * listener's for this connection (so a server can decide them from the
  * Request's private data), and the other fields come from the listener.
  * ESTABLISHED follows when the connection is ready (in peer-to-peer mode:
- * when the RTR has arrived). */
+ * when the RTR has arrived). Errors: UW_EINVAL (qp NULL or not a CONNECT_REQUEST QP still
+ * awaiting uw_accept()/uw_reject(); in p: private_data_len above 512, private_data NULL with a
+ * length, crc out of range), UW_EMPA_PD_LENGTH (private data above 508 octets on an enhanced
+ * connection). */
 int uw_accept(uw_qp *qp, const uw_conn_param *p);
-/* Rejects with private data; the QP goes to CLOSED and must be destroyed. */
+/* Rejects with private data; the QP goes to CLOSED and must be destroyed. Errors: UW_EINVAL
+ * (qp NULL or not awaiting uw_accept()/uw_reject(), pd_len above 512, pd NULL with
+ * pd_len > 0), UW_EMPA_PD_LENGTH (pd_len above 508 on an enhanced connection). */
 int uw_reject(uw_qp *qp, const void *pd, size_t pd_len);
 
 /* Graceful close of our direction: queued sends finish, then TCP FIN.
  * Receiving goes on; DISCONNECTED reports the peer's FIN (whenever it comes),
  * and the QP is CLOSED once both directions are. Posting sends fails with
- * UW_EPERM from the call on. */
+ * UW_EPERM from the call on. Errors: UW_EINVAL (qp NULL), UW_ENOTCONN (not connected yet, or
+ * closing after uw_reject() or a Terminate). 0 without effect once the connection has ended
+ * (closed, failed or aborted). */
 int uw_disconnect(uw_qp *qp);
-/* Abortive close (RST); outstanding requests are flushed. */
+/* Abortive close (RST); outstanding requests are flushed. Works in any state; the QP is then in
+ * ERROR (or stays CLOSED). Errors: UW_EINVAL (qp NULL) only. */
 int uw_abort(uw_qp *qp);
 
-/* Takes the next event without blocking: 1 if *ev was filled, 0 if none. */
+/* Takes the next event without blocking: 1 if *ev was filled, 0 if none. Errors: UW_EINVAL
+ * (ctx or ev NULL). */
 int uw_cm_get_event(uw_ctx *ctx, uw_cm_event *ev);
-/* Waits up to timeout_ms (-1 forever) for an event: 1, or UW_ETIMEDOUT. */
+/* Waits up to timeout_ms (-1 forever) for an event: 1, or UW_ETIMEDOUT. Errors: UW_EINVAL (ctx
+ * or ev NULL). */
 int uw_cm_wait_event(uw_ctx *ctx, uw_cm_event *ev, int timeout_ms);
+/* "ESTABLISHED" and so on; "UNKNOWN" for any other type. Static string. */
 const char *uw_cm_event_name(int type);
 
-/* The negotiated MPA parameters of a connected QP. */
+/* The negotiated MPA parameters of a connected QP. Errors: UW_EINVAL (qp or out NULL),
+ * UW_ENOTCONN (MPA exchange not complete, or the connection has ended). */
 int uw_qp_mpa_params(const uw_qp *qp, uw_mpa_params *out);
 /* The MULPDU used for transmission now (RFC 5044 4.5, from TCP_MAXSEG, or
  * uw_conn_param.max_fpdu when that is smaller). It follows the EMSS during
  * the connection; with markers it never grows past the MULPDU of the path
- * MTU's MSS, which sizes the transmit slots at the start. */
+ * MTU's MSS, which sizes the transmit slots at the start. 0 for a NULL qp or before the MPA
+ * exchange has completed. */
 uint32_t uw_qp_mulpdu(const uw_qp *qp);
 
 #pragma GCC visibility pop
