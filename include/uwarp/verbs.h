@@ -107,7 +107,7 @@ int uw_ctx_wait(uw_ctx *ctx, int timeout_ms);
 
 /* Errors: UW_EINVAL (ctx or out NULL), UW_ENOMEM. */
 int uw_pd_alloc(uw_ctx *ctx, uw_pd **out);
-/* Errors: UW_EINVAL (pd NULL), UW_EBUSY while MRs or QPs use it. */
+/* Errors: UW_EINVAL (pd NULL), UW_EBUSY while MRs, QPs or listeners (their qp_attr) use it. */
 int uw_pd_dealloc(uw_pd *pd);
 
 enum uw_access {
@@ -178,7 +178,7 @@ typedef struct uw_wc {
  * QPs wait inside the QP (the QP stops reading), so none is lost. Errors: UW_EINVAL (ctx or
  * out NULL, depth 0 or above 2^20), UW_ENOMEM. */
 int uw_cq_create(uw_ctx *ctx, unsigned depth, uw_cq **out);
-/* Errors: UW_EINVAL (cq NULL), UW_EBUSY while a QP uses it. */
+/* Errors: UW_EINVAL (cq NULL), UW_EBUSY while a QP or a listener (its qp_attr) uses it. */
 int uw_cq_destroy(uw_cq *cq);
 /* Progresses the context, then moves up to n completions into wc. Returns
  * their count (0..n). Errors: UW_EINVAL (cq NULL, n < 0, or wc NULL with n > 0). */
@@ -370,7 +370,8 @@ int uw_connect(uw_qp *qp, const struct sockaddr *addr, socklen_t len, const uw_c
  * uw_reject(). An invalid Request, or a peer that times out before its
  * Request is complete, is answered per RFC 5044/6581 and closed by uwarp,
  * and reported as CONNECT_ERROR with qp NULL and listener set (for logs;
- * nothing is left to clean up). Errors: UW_EINVAL (ctx, addr, qp_attr or out NULL; in p:
+ * nothing is left to clean up). qp_attr's PD and CQs stay in use until uw_listener_destroy().
+ * Errors: UW_EINVAL (ctx, addr, qp_attr or out NULL; qp_attr as uw_qp_create() refuses it; in p:
  * private_data_len above 512, private_data NULL with a length, rev above 2, crc or rtr out of
  * range, timeout_ms < 0, a tcp_congestion name of 16 characters or more), UW_ENOMEM, or a negative
  * errno from socket/setsockopt/bind/listen/epoll_ctl (UW_EADDRINUSE, -EACCES, ...). */

@@ -128,6 +128,10 @@ int uw_listen(uw_ctx *ctx, const struct sockaddr *addr, socklen_t len, const uw_
 {
     if (!ctx || !addr || !qa || !out)
         return UW_EINVAL;
+    /* Checked now: a bad attr would otherwise fail every incoming
+     * connection, each dropped with nothing said to the application. */
+    if (uw__qp_attr_check(ctx, qa) < 0)
+        return UW_EINVAL;
     uw_listener *l = ctx->alloc.alloc(ctx->alloc.ud, sizeof(*l));
     if (!l)
         return UW_ENOMEM;
@@ -159,6 +163,11 @@ int uw_listen(uw_ctx *ctx, const struct sockaddr *addr, socklen_t len, const uw_
         return r;
     }
     ctx->nlisten++;
+    /* The QPs it will create use them: they stay until it is destroyed
+     * (uw_pd_dealloc()/uw_cq_destroy() say UW_EBUSY meanwhile). */
+    qa->pd->nqp++;
+    qa->send_cq->nqp++;
+    qa->recv_cq->nqp++;
     l->accepting = true;
     *out = l;
     return 0;
@@ -193,6 +202,9 @@ int uw_listener_destroy(uw_listener *l)
     }
     close(l->fd);
     c->nlisten--;
+    l->qp_attr.pd->nqp--;
+    l->qp_attr.send_cq->nqp--;
+    l->qp_attr.recv_cq->nqp--;
     c->alloc.free(c->alloc.ud, l);
     return 0;
 }

@@ -375,6 +375,8 @@ uint64_t uw__now_ns(void);
 
 /* verbs/qp_core.c: connection-independent QP setup used by the engine. */
 int uw__qp_alloc(uw_ctx *ctx, const uw_qp_attr *attr, uw_qp **out);
+/* UW_EINVAL unless attr could create a QP on ctx (uw_qp_create's checks). */
+int uw__qp_attr_check(const uw_ctx *ctx, const uw_qp_attr *attr);
 /* Enters RTS with the negotiated parameters and the transmit MULPDU. With
  * markers, mulpdu_max (>= mulpdu) is the largest the MULPDU may grow to as
  * the EMSS does: it sizes the transmit slots. */

@@ -6,15 +6,21 @@
 
 #include "verbs/internal.h"
 
+int uw__qp_attr_check(const uw_ctx *c, const uw_qp_attr *attr)
+{
+    if (!c || !attr || !attr->pd || !attr->send_cq || !attr->recv_cq || attr->pd->ctx != c ||
+        attr->send_cq->ctx != c || attr->recv_cq->ctx != c || attr->max_send_wr > 65536 ||
+        attr->max_recv_wr > 65536)
+        return UW_EINVAL;
+    return 0;
+}
+
 int uw__qp_alloc(uw_ctx *c, const uw_qp_attr *attr, uw_qp **out)
 {
-    if (!c || !attr || !out || !attr->pd || !attr->send_cq || !attr->recv_cq ||
-        attr->pd->ctx != c || attr->send_cq->ctx != c || attr->recv_cq->ctx != c)
+    if (!out || uw__qp_attr_check(c, attr) < 0)
         return UW_EINVAL;
     unsigned sqd = attr->max_send_wr ? attr->max_send_wr : 128;
     unsigned rqd = attr->max_recv_wr ? attr->max_recv_wr : 128;
-    if (sqd > 65536 || rqd > 65536)
-        return UW_EINVAL;
     uw_qp *qp = c->alloc.alloc(c->alloc.ud, sizeof(*qp));
     if (!qp)
         return UW_ENOMEM;

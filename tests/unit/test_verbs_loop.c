@@ -587,6 +587,33 @@ static void *dial(void *arg)
     return NULL;
 }
 
+/* A listener checks its qp_attr at once, and the PD and CQs it will give
+ * its QPs stay in use (UW_EBUSY) until it is destroyed. */
+static void test_listener_holds_attr(void **st)
+{
+    (void)st;
+    uw_ctx *ctx;
+    uw_pd *pd;
+    uw_cq *cq;
+    uw_listener *l;
+    assert_int_equal(uw_ctx_create(&ctx, NULL), 0);
+    assert_int_equal(uw_pd_alloc(ctx, &pd), 0);
+    assert_int_equal(uw_cq_create(ctx, 16, &cq), 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    uw_qp_attr bad = {.pd = NULL, .send_cq = cq, .recv_cq = cq};
+    assert_int_equal(uw_listen(ctx, (struct sockaddr *)&a, sizeof(a), &bad, NULL, &l), UW_EINVAL);
+    uw_qp_attr deep = {.pd = pd, .send_cq = cq, .recv_cq = cq, .max_send_wr = 70000};
+    assert_int_equal(uw_listen(ctx, (struct sockaddr *)&a, sizeof(a), &deep, NULL, &l), UW_EINVAL);
+    uw_qp_attr ok = {.pd = pd, .send_cq = cq, .recv_cq = cq};
+    assert_int_equal(uw_listen(ctx, (struct sockaddr *)&a, sizeof(a), &ok, NULL, &l), 0);
+    assert_int_equal(uw_pd_dealloc(pd), UW_EBUSY);
+    assert_int_equal(uw_cq_destroy(cq), UW_EBUSY);
+    assert_int_equal(uw_listener_destroy(l), 0);
+    assert_int_equal(uw_cq_destroy(cq), 0);
+    assert_int_equal(uw_pd_dealloc(pd), 0);
+    assert_int_equal(uw_ctx_destroy(ctx), 0);
+}
+
 /* The three waits say "timed out" the same way: UW_ETIMEDOUT, after the
  * time given (0 included), on an idle context. */
 static void test_wait_timeouts(void **st)
@@ -693,6 +720,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wait_timeouts),
+        cmocka_unit_test(test_listener_holds_attr),
         cmocka_unit_test(test_default),
         cmocka_unit_test(test_nocrc_markers_v1),
         cmocka_unit_test(test_p2p),
