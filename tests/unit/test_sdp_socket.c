@@ -444,6 +444,23 @@ static void *feed(void *arg)
     return NULL;
 }
 
+/* Reads a nonblocking socket fed by feed() until EAGAIN, checking each
+ * octet against the feeder's pattern; true at end of stream. */
+static bool drain_feed(uw_sdp_sock *s, uint8_t *buf, size_t len, size_t *got)
+{
+    for (;;) {
+        ssize_t r = uw_sdp_recv(s, buf, len, 0);
+        if (r == -EAGAIN)
+            return false;
+        assert_true(r >= 0);
+        if (r == 0)
+            return true;
+        for (ssize_t i = 0; i < r; i++)
+            assert_int_equal(buf[i], (uint8_t)(*got + (size_t)i));
+        *got += (size_t)r;
+    }
+}
+
 static void test_epoll_et(void **state)
 {
     (void)state;
@@ -466,19 +483,7 @@ static void test_epoll_et(void **state)
         int n = epoll_wait(ep, &e, 1, T_MS);
         assert_int_equal(n, 1);
         wakeups++;
-        for (;;) { /* edge-triggered: read until EAGAIN */
-            ssize_t r = uw_sdp_recv(p.c, buf, sizeof(buf), 0);
-            if (r == -EAGAIN)
-                break;
-            assert_true(r >= 0);
-            if (r == 0) {
-                eof = true;
-                break;
-            }
-            for (ssize_t i = 0; i < r; i++)
-                assert_int_equal(buf[i], (uint8_t)(got + (size_t)i));
-            got += (size_t)r;
-        }
+        eof = drain_feed(p.c, buf, sizeof(buf), &got); /* edge-triggered: until EAGAIN */
     }
     pthread_join(th, NULL);
     assert_int_equal(got, f.total);
@@ -520,19 +525,7 @@ static void test_loop_drives(void **state)
         fired_n += fired;
         loops++;
         uw_sdp_stack_wait_end(p.sa, fired);
-        for (;;) {
-            ssize_t r = uw_sdp_recv(p.c, buf, sizeof(buf), 0);
-            if (r == -EAGAIN)
-                break;
-            assert_true(r >= 0);
-            if (r == 0) {
-                eof = true;
-                break;
-            }
-            for (ssize_t i = 0; i < r; i++)
-                assert_int_equal(buf[i], (uint8_t)(got + (size_t)i));
-            got += (size_t)r;
-        }
+        eof = drain_feed(p.c, buf, sizeof(buf), &got);
     }
     pthread_join(th, NULL);
     assert_int_equal(got, f.total);
