@@ -20,10 +20,22 @@ free_port() {
 # run_case NAME BYTES "RECV OPTS" "SEND OPTS" "PROXY OPTS"
 run_case() {
   local name=$1 bytes=$2 ropts=$3 sopts=$4 popts=$5
-  local rport; rport=$(free_port)
-  timeout 300 "$PEER" recv "$rport" $ropts >"$TMP/$name.recv" 2>&1 &
-  local rpid=$!; PIDS+=($rpid)
-  for _ in $(seq 200); do grep -q LISTENING "$TMP/$name.recv" 2>/dev/null && break; sleep 0.05; done
+  # A port free of listeners can still be another socket's local port (a
+  # parallel test's connection): the receiver's bind then fails, and a
+  # fresh port is tried (a CI run lost corrupt-4 to this).
+  local rport rpid try
+  for try in 1 2 3 4 5; do
+    rport=$(free_port)
+    timeout 300 "$PEER" recv "$rport" $ropts >"$TMP/$name.recv" 2>&1 &
+    rpid=$!; PIDS+=($rpid)
+    for _ in $(seq 200); do
+      grep -q LISTENING "$TMP/$name.recv" 2>/dev/null && break
+      kill -0 "$rpid" 2>/dev/null || break
+      sleep 0.05
+    done
+    grep -q LISTENING "$TMP/$name.recv" && break
+    grep -q "listen failed" "$TMP/$name.recv" || break
+  done
   grep -q LISTENING "$TMP/$name.recv" || { cat "$TMP/$name.recv"; echo "FAIL: $name: receiver did not start"; exit 1; }
   timeout 300 "$PROXY" --timeout 200 --stats --log "$TMP/$name.log" $popts 0 127.0.0.1 "$rport" \
     >"$TMP/$name.pport" 2>"$TMP/$name.proxy" &
