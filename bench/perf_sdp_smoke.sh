@@ -8,15 +8,8 @@ PERF=$1
 tmp=$(mktemp -d)
 SRV=
 trap '[ -n "$SRV" ] && kill $SRV 2>/dev/null; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
-# The server takes PORT (uwarp), PORT+1 (TCP) and PORT+2 (SDP).
-for try in 1 2 3 4 5; do
-  PORT=$(( 20000 + RANDOM % 20000 ))
-  "$PERF" -l 127.0.0.1:$PORT >"$tmp/srv.log" 2>&1 &
-  SRV=$!
-  sleep 0.3
-  kill -0 $SRV 2>/dev/null && ! grep -qE 'listen on port|tcp listen' "$tmp/srv.log" && break
-  kill $SRV 2>/dev/null || true
-done
+. "$(dirname "$0")/lib.sh"
+perf_server "$PERF" "$tmp/srv.log"
 
 # check FILE KIND: every line is JSON; the sdp and tcp lines have positive
 # figures; the ratio line is there and positive.

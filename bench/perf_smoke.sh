@@ -6,15 +6,10 @@
 set -euo pipefail
 PERF=$1
 tmp=$(mktemp -d)
-trap 'kill $SRV 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
-# A free port pair: ask the kernel for one, use it and the next.
-for try in 1 2 3 4 5; do
-  PORT=$(( 20000 + RANDOM % 20000 ))
-  "$PERF" -l 127.0.0.1:$PORT >"$tmp/srv.log" 2>&1 &
-  SRV=$!
-  sleep 0.3
-  kill -0 $SRV 2>/dev/null && break
-done
+SRV=
+trap '[ -n "$SRV" ] && kill $SRV 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+perf_server "$PERF" "$tmp/srv.log"
 run() {
   timeout 60 "$PERF" 127.0.0.1 $PORT --json --iters 200 "$@" >"$tmp/out.json"
   n=$(grep -c '"transport"' "$tmp/out.json")

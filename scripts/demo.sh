@@ -21,15 +21,23 @@ MB=${DEMO_MIB:-256}
 tmp=$(mktemp -d)
 pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$tmp"' EXIT
-port=$(( 20000 + RANDOM % 20000 ))
+# lport LOG: the port of LOG's "listening on ADDR:PORT" line, once there.
+lport() {
+  local i
+  for ((i = 0; i < 100; i++)); do
+    grep -q 'listening on' "$1" 2>/dev/null && break
+    sleep 0.1
+  done
+  sed -n 's/.*listening on [^ ]*:\([0-9][0-9]*\)$/\1/p' "$1" | head -n1
+}
 
 echo
 echo "== 1. ${MB} MiB through uwarp-cat (responder and initiator are two processes)"
 head -c $((MB << 20)) /dev/urandom >"$tmp/in"
 : >"$tmp/empty"
-"$BIN/uwarp-cat" -v -l "127.0.0.1:$port" <"$tmp/empty" >"$tmp/out" 2>"$tmp/resp.err" &
+"$BIN/uwarp-cat" -v -l 127.0.0.1:0 <"$tmp/empty" >"$tmp/out" 2>"$tmp/resp.err" &
 pids+=($!)
-for _ in $(seq 50); do grep -q listening "$tmp/resp.err" 2>/dev/null && break; sleep 0.1; done
+port=$(lport "$tmp/resp.err")
 t0=$(date +%s.%N)
 "$BIN/uwarp-cat" -v 127.0.0.1 "$port" <"$tmp/in" >/dev/null 2>"$tmp/init.err"
 wait "${pids[0]}"
@@ -46,17 +54,15 @@ awk -v a="$t0" -v b="$t1" -v mb="$MB" \
 
 echo
 echo "== 2. uwarp-rping: RDMA Read + RDMA Write + Sends, 3 iterations, validated"
-rport=$((port + 1))
-"$BIN/uwarp-rping" -s -a 127.0.0.1 -p "$rport" -C 3 >"$tmp/rping.srv" 2>&1 &
+"$BIN/uwarp-rping" -s -a 127.0.0.1 -p 0 -C 3 >"$tmp/rping.srv" 2>&1 &
 pids+=($!)
-sleep 0.3
+rport=$(lport "$tmp/rping.srv")
 "$BIN/uwarp-rping" -c -a 127.0.0.1 -p "$rport" -C 3 -v -V
 wait "${pids[1]}"
 
 echo
 echo "== 3. uwarp vs raw TCP, RDMA Write 64 KiB, 1 s each (bench/ has the full tool)"
-pport=$((port + 3))
-./build/bench/uwarp-perf -l "127.0.0.1:$pport" 2>/dev/null &
-pids+=($!)
-sleep 0.3
-./build/bench/uwarp-perf 127.0.0.1 "$pport" --vs-tcp --duration 1
+. bench/lib.sh
+perf_server ./build/bench/uwarp-perf "$tmp/perf.log"
+pids+=("$SRV")
+./build/bench/uwarp-perf 127.0.0.1 "$PORT" --vs-tcp --duration 1

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "perf.h"
 
@@ -143,4 +144,14 @@ int perf_resolve(const char *host, int port, void *ss, unsigned *len)
     *len = (unsigned)ai->ai_addrlen;
     freeaddrinfo(ai);
     return 0;
+}
+
+void perf_ready(int ready_fd, bool ok)
+{
+    uint8_t b = ok ? 0 : 1;
+    if (ready_fd < 0)
+        return;
+    if (write(ready_fd, &b, 1) != 1)
+        perror("uwarp-perf: reporting the listener");
+    close(ready_fd);
 }

@@ -3,13 +3,19 @@
  * `uwarp-perf --help`. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,8 +27,9 @@ static void usage(FILE *f)
                "       uwarp-perf [OPTIONS] HOST PORT\n"
                "\n"
                "The server listens for uwarp on PORT, for the TCP baseline on PORT+1 and\n"
-               "for SDP sockets on PORT+2. The client measures; every figure is payload\n"
-               "octets.\n"
+               "for SDP sockets on PORT+2 (PORT 0: any free three), and prints\n"
+               "'listening on ADDR:PORT' once all three are up. The client measures;\n"
+               "every figure is payload octets.\n"
                "\n"
                "  --op write|read|send   uwarp verbs operation (default write)\n"
                "  --op stream|rr         SDP sockets (uwarp/sdp.h) against TCP sockets, same\n"
@@ -341,6 +348,115 @@ static int measure(const char *host, int port, perf_cfg *c, bool do_u, bool do_t
     return 0;
 }
 
+/* The server is three processes, one per transport, so a stalled or dead
+ * half never stalls another's measurement. Each reports over a pipe whether
+ * its listener is up, and the "listening on" line comes only once all three
+ * are: a script that waits for it never connects too early or to a half
+ * that failed to bind. Port 0 takes a free port from the kernel and tries
+ * again when another socket already holds PORT+1 or PORT+2. */
+typedef int (*server_fn)(const char *addr, int port, const perf_cfg *base, int ready_fd);
+
+static int start_half(server_fn fn, const char *host, int port, const perf_cfg *c, pid_t *pid)
+{
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return -1;
+    pid_t parent = getpid();
+    *pid = fork();
+    if (*pid == 0) {
+        close(pfd[0]);
+        /* A half goes when the supervisor does, however it ends. */
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent)
+            _exit(2);
+        _exit(fn(host, port, c, pfd[1]) < 0 ? 2 : 0);
+    }
+    close(pfd[1]);
+    if (*pid < 0) {
+        close(pfd[0]);
+        return -1;
+    }
+    return pfd[0];
+}
+
+/* True once every half said its listener is up; false when one failed, died
+ * or said nothing for 30 s. */
+static bool halves_ready(const int *fds, int n)
+{
+    for (int i = 0; i < n; i++) {
+        struct pollfd p = {.fd = fds[i], .events = POLLIN};
+        uint8_t b = 1;
+        if (fds[i] < 0 || poll(&p, 1, 30000) != 1 || read(fds[i], &b, 1) != 1 || b != 0)
+            return false;
+    }
+    return true;
+}
+
+static int free_port(const char *host)
+{
+    struct sockaddr_storage ss;
+    unsigned sl;
+    if (perf_resolve(host, 0, &ss, &sl) < 0)
+        return -1;
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    socklen_t len = sizeof(ss);
+    int port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&ss, sl) == 0 &&
+        getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+        port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                              : ((struct sockaddr_in *)&ss)->sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+static int serve_all(const char *host, int port, const perf_cfg *c)
+{
+    static const server_fn fns[3] = {perf_uw_server, perf_tcp_server, perf_sdp_server};
+    pid_t pids[3];
+    int p = port;
+    bool up = false;
+    for (int attempt = 0; attempt < (port ? 1 : 20) && !up; attempt++) {
+        if (!port && ((p = free_port(host)) <= 0 || p > 65533))
+            continue;
+        int fds[3];
+        for (int i = 0; i < 3; i++)
+            fds[i] = start_half(fns[i], host, p + i, c, &pids[i]);
+        up = halves_ready(fds, 3);
+        for (int i = 0; i < 3; i++) {
+            if (fds[i] >= 0)
+                close(fds[i]);
+            if (!up && fds[i] >= 0) {
+                kill(pids[i], SIGTERM);
+                waitpid(pids[i], NULL, 0);
+            }
+        }
+    }
+    if (!up) {
+        if (port)
+            fprintf(stderr,
+                    "uwarp-perf: cannot listen on ports %d-%d (see above); "
+                    "choose another PORT, or 0 for any free one\n",
+                    port, port + 2);
+        else
+            fprintf(stderr, "uwarp-perf: found no three free consecutive ports on %s\n", host);
+        return 2;
+    }
+    bool v6 = strchr(host, ':') != NULL;
+    fprintf(stderr, "uwarp-perf: listening on %s%s%s:%d (uwarp), %d (tcp) and %d (sdp), cc %s\n",
+            v6 ? "[" : "", host, v6 ? "]" : "", p, p + 1, p + 2, c->cc ? c->cc : "default");
+    fflush(stderr);
+    /* Serve until a half ends; the others end with it. */
+    int status = 0;
+    pid_t done = wait(&status);
+    for (int i = 0; i < 3; i++)
+        if (pids[i] != done) {
+            kill(pids[i], SIGTERM);
+            waitpid(pids[i], NULL, 0);
+        }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+}
+
 int main(int argc, char **argv)
 {
     perf_cfg c = {.op = OP_WRITE,
@@ -556,36 +672,12 @@ int main(int argc, char **argv)
             ps = colon + 1;
         }
         int port = atoi(ps);
-        if (port <= 0 || port > 65534) {
-            fprintf(stderr, "uwarp-perf: bad port '%s'\n", ps);
+        if (port < 0 || port > 65533 || (port == 0 && strcmp(ps, "0") != 0)) {
+            fprintf(stderr, "uwarp-perf: bad port '%s' (0..65533: PORT+2 is SDP's)\n", ps);
             return 1;
         }
         signal(SIGPIPE, SIG_IGN);
-        if (port > 65533) {
-            fprintf(stderr, "uwarp-perf: bad port '%s' (PORT+2 is SDP's)\n", ps);
-            return 1;
-        }
-        fprintf(stderr,
-                "uwarp-perf: listening on %s port %d (uwarp), %d (tcp) and %d (sdp), cc %s\n", host,
-                port, port + 1, port + 2, c.cc ? c.cc : "default");
-        fflush(stderr);
-        pid_t pid = fork();
-        if (pid == 0) {
-            /* The TCP half goes when the uwarp half does, however it ends. */
-            prctl(PR_SET_PDEATHSIG, SIGTERM);
-            return perf_tcp_server(host, port + 1, &c) < 0 ? 2 : 0;
-        }
-        pid_t spid = fork();
-        if (spid == 0) {
-            /* So does the SDP half; its stack (and thread) starts here. */
-            prctl(PR_SET_PDEATHSIG, SIGTERM);
-            return perf_sdp_server(host, port + 2, &c) < 0 ? 2 : 0;
-        }
-        int r = perf_uw_server(host, port, &c);
-        kill(pid, SIGTERM);
-        if (spid > 0)
-            kill(spid, SIGTERM);
-        return r < 0 ? 2 : 0;
+        return serve_all(host, port, &c);
     }
     if (argc - optind != 2) {
         usage(stderr);

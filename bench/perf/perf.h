@@ -71,9 +71,11 @@ uint64_t perf_get64(const uint8_t *p);
 void perf_put32(uint8_t *p, uint32_t v);
 uint32_t perf_get32(const uint8_t *p);
 
-/* Servers: run forever (or until a fatal error), one listener each. */
-int perf_uw_server(const char *addr, int port, const perf_cfg *base);
-int perf_tcp_server(const char *addr, int port, const perf_cfg *base);
+/* Servers: run forever (or until a fatal error), one listener each. Each
+ * writes one octet to ready_fd (0: listening, 1: failed) and closes it. */
+int perf_uw_server(const char *addr, int port, const perf_cfg *base, int ready_fd);
+int perf_tcp_server(const char *addr, int port, const perf_cfg *base, int ready_fd);
+void perf_ready(int ready_fd, bool ok);
 /* Clients: one measurement. Return 0 and fill r, or -1 with r->err set. */
 int perf_uw_client(const char *host, int port, const perf_cfg *c, perf_res *r);
 int perf_tcp_client(const char *host, int port, const perf_cfg *c, perf_res *r);
@@ -84,7 +86,7 @@ int perf_resolve(const char *host, int port, void *ss, unsigned *len);
  * plain TCP, one loop for both transports. The SDP server listens on the
  * uwarp port + 2; the TCP server hands stream, rr and idle tests to
  * perf_tcp_serve_stream() on its accepted, configured socket. */
-int perf_sdp_server(const char *addr, int port, const perf_cfg *base);
+int perf_sdp_server(const char *addr, int port, const perf_cfg *base, int ready_fd);
 int perf_sdp_client(const char *host, int port, const perf_cfg *c, perf_res *r);
 void perf_tcp_serve_stream(int fd, const perf_cfg *c);
 int perf_tcp_stream_client(const char *host, int port, const perf_cfg *c, perf_res *r);

@@ -737,18 +737,20 @@ static void sdp_serve(uw_sdp_sock *lis, uw_sdp_sock *s, const perf_cfg *base)
     serve_test(&p, &c);
 }
 
-int perf_sdp_server(const char *addr, int port, const perf_cfg *base)
+int perf_sdp_server(const char *addr, int port, const perf_cfg *base, int ready_fd)
 {
     struct sockaddr_storage ss;
     unsigned sl;
     if (perf_resolve(addr, port, &ss, &sl) < 0) {
         fprintf(stderr, "uwarp-perf: cannot resolve %s\n", addr);
+        perf_ready(ready_fd, false);
         return -1;
     }
     int e;
     uw_sdp_stack *st = sdp_stack(base, &e);
     if (!st) {
         fprintf(stderr, "uwarp-perf: sdp stack: %s\n", uw_strerror(e));
+        perf_ready(ready_fd, false);
         return -1;
     }
     uw_sdp_sock *lis;
@@ -763,8 +765,10 @@ int perf_sdp_server(const char *addr, int port, const perf_cfg *base)
         (e = uw_sdp_listen(lis, 1024)) < 0) {
         fprintf(stderr, "uwarp-perf: sdp listen on port %d: %s\n", port, uw_strerror(e));
         uw_sdp_stack_destroy(st);
+        perf_ready(ready_fd, false);
         return -1;
     }
+    perf_ready(ready_fd, true);
     for (;;) {
         uw_sdp_sock *s;
         e = sdp_accept_wait(lis, &s, -1);

@@ -154,20 +154,25 @@ static void serve(int fd)
     free(buf);
 }
 
-int perf_tcp_server(const char *addr, int port, const perf_cfg *base)
+int perf_tcp_server(const char *addr, int port, const perf_cfg *base, int ready_fd)
 {
     struct sockaddr_storage ss;
     unsigned sl;
-    if (perf_resolve(addr, port, &ss, &sl) < 0)
+    if (perf_resolve(addr, port, &ss, &sl) < 0) {
+        fprintf(stderr, "uwarp-perf: cannot resolve %s\n", addr);
+        perf_ready(ready_fd, false);
         return -1;
+    }
     base_timeout_ms = base->timeout_ms;
     int lfd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (bind(lfd, (struct sockaddr *)&ss, sl) < 0 || listen(lfd, 1024) < 0) {
-        perror("uwarp-perf: tcp listen");
+        fprintf(stderr, "uwarp-perf: tcp listen on port %d: %s\n", port, strerror(errno));
+        perf_ready(ready_fd, false);
         return -1;
     }
+    perf_ready(ready_fd, true);
     for (;;) {
         int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
         if (fd < 0)

@@ -136,19 +136,23 @@ static void server_wc(sconn *s, const uw_wc *wc)
     post_recv(s->qp, s->mr, buf, s->rsz, wc->wr_id);
 }
 
-int perf_uw_server(const char *addr, int port, const perf_cfg *base)
+int perf_uw_server(const char *addr, int port, const perf_cfg *base, int ready_fd)
 {
     uw_ctx *ctx;
     uw_pd *pd;
     uw_cq *cq;
     uw_listener *l;
     if (uw_ctx_create(&ctx, NULL) < 0 || uw_pd_alloc(ctx, &pd) < 0 ||
-        uw_cq_create(ctx, 1u << 16, &cq) < 0)
+        uw_cq_create(ctx, 1u << 16, &cq) < 0) {
+        fprintf(stderr, "uwarp-perf: cannot set up the uwarp context\n");
+        perf_ready(ready_fd, false);
         return -1;
+    }
     struct sockaddr_storage ss;
     unsigned sl;
     if (perf_resolve(addr, port, &ss, &sl) < 0) {
         fprintf(stderr, "uwarp-perf: cannot resolve %s\n", addr);
+        perf_ready(ready_fd, false);
         return -1;
     }
     uw_qp_attr qa = {
@@ -160,8 +164,10 @@ int perf_uw_server(const char *addr, int port, const perf_cfg *base)
     int r = uw_listen(ctx, (struct sockaddr *)&ss, sl, &qa, &p, &l);
     if (r < 0) {
         fprintf(stderr, "uwarp-perf: listen on port %d: %s\n", port, uw_strerror(r));
+        perf_ready(ready_fd, false);
         return -1;
     }
+    perf_ready(ready_fd, true);
     sconn *conns = NULL;
     unsigned idle = 0;
     for (;;) {

@@ -138,7 +138,12 @@ static int run_recv(int port, int argc, char **argv)
     sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (uw_listen(E.ctx, (struct sockaddr *)&sin, sizeof(sin), &qa, &p, &E.l))
         return die("listen failed");
-    printf("LISTENING\n");
+    struct sockaddr_storage bound;
+    socklen_t blen = sizeof(bound);
+    if (uw_listener_addr(E.l, &bound, &blen) < 0)
+        return die("no listening address");
+    /* Port 0 asks the kernel: the script reads the port from this line. */
+    printf("LISTENING %u\n", ntohs(((struct sockaddr_in *)&bound)->sin_port));
     fflush(stdout);
     uw_cm_event ev;
     if (uw_cm_wait_event(E.ctx, &ev, 20000) != 1 || ev.type != UW_CM_CONNECT_REQUEST)
