@@ -185,6 +185,18 @@ void alarm_ms(int ms);       /* one-shot ITIMER_REAL (0: cancel) */
     X(epoll_dup)                 \
     X(epoll_many_before_connect) \
     X(epoll_listener)            \
+    X(epoll_ctl_errors)          \
+    X(epoll_lt_fair)             \
+    X(epoll_mod_data)            \
+    X(epoll_et_arrivals)         \
+    X(epoll_oneshot_rearm)       \
+    X(epoll_close_last)          \
+    X(epoll_close_dup)           \
+    X(epoll_hup_rdhup)           \
+    X(epoll_err)                 \
+    X(epoll_thread_wake)         \
+    X(epoll_nested_wake)         \
+    X(epoll_poll_agree)          \
     X(nonblock_full)             \
     X(wait_timeouts)             \
     X(wait_wakes)                \
