@@ -82,6 +82,11 @@ typedef struct uw_sdp_stack_attr {
                                    the destination host's port mapper (0: 3935) */
     void (*thread_start)(void); /* NULL, or called first in every thread the stack
                                    creates (the preload library marks its threads) */
+    /* NULL, or called when a lazy socket's readiness gains a bit (see
+     * uw_sdp_set_lazy), after the stack's lock is released, in whatever
+     * thread made the change; it must not call into the stack. */
+    void (*ready_rose)(void *ud);
+    void *ready_ud;
 } uw_sdp_stack_attr;
 
 /* attr may be NULL. Errors: -ENOMEM, or the errno of a failed system call. */
@@ -120,6 +125,22 @@ void uw_sdp_stack_atfork(uw_sdp_stack *st, int phase);
  * at once (it takes over within 5 ms of the last drive). */
 int uw_sdp_stack_wait_begin(uw_sdp_stack *st, int *fd, int *timeout_ms);
 void uw_sdp_stack_wait_end(uw_sdp_stack *st, bool fired);
+
+/* Readiness without the mirror, for a library that answers epoll for SDP
+ * sockets itself (the preload library). uw_sdp_set_lazy(s, true) stops
+ * keeping the mirror up to date (a readiness change then costs no system
+ * call) and publishes the bits instead; false brings the mirror up to date
+ * at once and keeps it so. Only a connected socket can be lazy (-EINVAL
+ * otherwise); one that a blocking call had to wait on stops being lazy for
+ * good (its waiters sleep on the mirror), and true then fails with
+ * -EBUSY. uw_sdp_ready() returns the bits the mirror would show (poll.h
+ * values, the mirror's rules) and in *gen a counter that grows whenever a
+ * bit rises, the edges of edge-triggered waits; lock-free, it reads what
+ * the stack published when it last released its lock. */
+int uw_sdp_set_lazy(uw_sdp_sock *s, bool lazy);
+unsigned uw_sdp_ready(const uw_sdp_sock *s, unsigned *gen);
+/* Set in uw_sdp_ready()'s result when the socket is not lazy. */
+#define UW_SDP_READY_EXACT 0x80000000u
 
 /* Flags for uw_sdp_socket() and uw_sdp_accept(). */
 #define UW_SDP_NONBLOCK 0x1

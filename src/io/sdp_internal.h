@@ -45,6 +45,10 @@ struct uw_sdp_socket {
     bool closing;    /* the application closed it: the stack finishes it */
     bool dead;       /* to be freed at the end of the pass */
     uw__sdp_ready rd;
+    /* Lazy readiness (uw_sdp_set_lazy): the mirror is left alone and the
+     * bits are published here instead (atomics: read without the lock). */
+    bool lazy, lazy_never;
+    unsigned pub_bits, pub_gen;
 
     /* The connection. */
     uw_qp *qp;

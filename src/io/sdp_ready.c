@@ -141,7 +141,7 @@ static unsigned compute_shown(const uw__sdp_ready *r)
     return s;
 }
 
-unsigned uw__sdp_ready_set(uw__sdp_ready *r, unsigned bits)
+unsigned uw__sdp_ready_norm(unsigned shown, unsigned bits)
 {
     bits &= UW__READY_BITS;
     if (bits & POLLERR)
@@ -152,7 +152,12 @@ unsigned uw__sdp_ready_set(uw__sdp_ready *r, unsigned bits)
         bits |= POLLIN;
     if (bits & POLLPRI)
         bits |= POLLIN; /* an OOB octet is data to poll() */
-    bits |= r->shown & (POLLRDHUP | POLLHUP);
+    return bits | (shown & (POLLRDHUP | POLLHUP));
+}
+
+unsigned uw__sdp_ready_set(uw__sdp_ready *r, unsigned bits)
+{
+    bits = uw__sdp_ready_norm(r->shown, bits);
     if (bits == r->shown)
         return bits;
     bool want_pri = (bits & POLLPRI) != 0;

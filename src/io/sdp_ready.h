@@ -45,6 +45,9 @@ void uw__sdp_ready_fini(uw__sdp_ready *r);
  * IN|OUT|RDHUP; ERR implies HUP. Bits that were made one-way stay. Returns
  * the bits now shown. */
 unsigned uw__sdp_ready_set(uw__sdp_ready *r, unsigned bits);
+/* The bits A would show after uw__sdp_ready_set(r, bits) when it now
+ * shows shown (the normalisation, without the system calls). */
+unsigned uw__sdp_ready_norm(unsigned shown, unsigned bits);
 /* What A shows now (cached). */
 static inline unsigned uw__sdp_ready_shown(const uw__sdp_ready *r)
 {

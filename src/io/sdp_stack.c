@@ -63,6 +63,8 @@ void uw__sdp_mark(uw_sdp_sock *s)
     s->st->dirty = s;
 }
 
+static bool publish(uw_sdp_sock *s);
+
 void uw__sdp_lock(uw_sdp_stack *st)
 {
     pthread_mutex_lock(&st->mu);
@@ -74,14 +76,70 @@ void uw__sdp_lock(uw_sdp_stack *st)
  * socket's state in between except through its fd. */
 void uw__sdp_unlock(uw_sdp_stack *st)
 {
+    bool rose = false;
     while (st->dirty) {
         uw_sdp_sock *s = st->dirty;
         st->dirty = s->dnext;
         s->dirty = false;
-        if (s->rd.a >= 0 && s->state != UW__SS_TCP)
-            uw__sdp_ready_set(&s->rd, uw__sdp_bits(s));
+        if (s->rd.a >= 0 && s->state != UW__SS_TCP) {
+            bool r = publish(s);
+            if (s->lazy)
+                rose |= r;
+            else
+                uw__sdp_ready_set(&s->rd, uw__sdp_bits(s));
+        }
     }
     pthread_mutex_unlock(&st->mu);
+    if (rose && st->attr.ready_rose)
+        st->attr.ready_rose(st->attr.ready_ud);
+}
+
+/* A lazy socket's bits, normalised by the mirror's rules (sdp_ready.h);
+ * true when one rose. The sequentially consistent store pairs with a
+ * waiter that counts itself as sleeping before it reads the bits. */
+static bool publish(uw_sdp_sock *s)
+{
+    unsigned old = __atomic_load_n(&s->pub_bits, __ATOMIC_RELAXED);
+    unsigned b = uw__sdp_ready_norm(old, uw__sdp_bits(s));
+    if (b == old)
+        return false;
+    bool rose = (b & ~old) != 0;
+    if (rose)
+        __atomic_add_fetch(&s->pub_gen, 1, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&s->pub_bits, b, __ATOMIC_SEQ_CST);
+    return rose;
+}
+
+int uw_sdp_set_lazy(uw_sdp_sock *s, bool lazy)
+{
+    if (!s)
+        return -EINVAL;
+    uw__sdp_lock(s->st);
+    int r = 0;
+    if (lazy && s->lazy_never)
+        r = -EBUSY;
+    else if (lazy && (s->state != UW__SS_OPEN || s->rd.a < 0 ||
+                      (uw__sdp_ready_shown(&s->rd) & (POLLHUP | POLLERR))))
+        r = -EINVAL; /* (a mirror showing HUP or ERR would show them for good) */
+    else if (lazy && !s->lazy) {
+        __atomic_store_n(&s->pub_bits, uw__sdp_ready_shown(&s->rd), __ATOMIC_SEQ_CST);
+        publish(s);
+        __atomic_store_n(&s->lazy, true, __ATOMIC_SEQ_CST);
+    } else if (!lazy && s->lazy) {
+        __atomic_store_n(&s->lazy, false, __ATOMIC_SEQ_CST);
+        if (s->rd.a >= 0)
+            uw__sdp_ready_set(&s->rd, uw__sdp_bits(s));
+    }
+    uw__sdp_unlock(s->st);
+    return r;
+}
+
+unsigned uw_sdp_ready(const uw_sdp_sock *s, unsigned *gen)
+{
+    if (gen)
+        *gen = __atomic_load_n(&s->pub_gen, __ATOMIC_SEQ_CST);
+    unsigned b = __atomic_load_n(&s->pub_bits, __ATOMIC_SEQ_CST);
+    return __atomic_load_n(&s->lazy, __ATOMIC_SEQ_CST) ? b : b | UW_SDP_READY_EXACT;
 }
 
 unsigned uw__sdp_bits(const uw_sdp_sock *s)
@@ -867,6 +925,12 @@ int uw__sdp_wait(uw_sdp_sock *s, short events, uint64_t deadline_ns)
     int t2 = ms_until(st->next_deadline_ns, now);
     if (t2 >= 0 && (tmo < 0 || t2 < tmo))
         tmo = t2;
+    if (s->lazy) {
+        /* Another thread may sleep on the mirror for this very socket. */
+        __atomic_store_n(&s->lazy, false, __ATOMIC_SEQ_CST);
+        uw__sdp_ready_set(&s->rd, uw__sdp_bits(s));
+    }
+    s->lazy_never = true;
     int a = s->rd.a;
     /* One application thread at a time sleeps on the context fd and drives
      * the protocol for everyone; the others sleep on their own socket's fd

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "preload/pl.h"
+#include "preload/uep.h"
 
 #define CHUNK_BITS 9
 #define CHUNK (1u << CHUNK_BITS)
@@ -99,6 +100,9 @@ struct pl_sock *pl_get(int fd)
 static void destroy(struct pl_sock *p)
 {
     int k = atomic_load_explicit(&p->kind, memory_order_relaxed);
+    if (p->s && k == PL_SDP)
+        uep_forget(p); /* before the socket goes: a wait may be reading it */
+    atomic_store(&p->kregs, 0);
     if (p->s && (k == PL_SDP || k == PL_LISTEN)) {
         PL_LOG(PL_LOG_DEBUG, -1, "%s closed (last reference)",
                k == PL_SDP ? "SDP socket" : "SDP listener");

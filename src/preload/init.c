@@ -17,6 +17,7 @@
 
 #include "io/pm_resolve.h"
 #include "preload/pl.h"
+#include "preload/uep.h"
 #include "uwarp/verbs.h" /* UW_LOG_* levels */
 
 struct pl_state pl_st;
@@ -123,6 +124,7 @@ static void at_fork_child(void)
     stack = NULL;
     stack_failed = false;
     pl_tab_orphan_all();
+    uep_atfork_child();
     atomic_store(&pl_live, 0);
 }
 
@@ -190,6 +192,7 @@ uw_sdp_stack *pl_stack(void)
         a.pmd_control = pl_st.pmd_control[0] ? pl_st.pmd_control : NULL;
         a.pm_port = pl_st.pm_port;
         a.thread_start = thread_start;
+        a.ready_rose = uep_wake;
         pl_inside++;
         int r = uw_sdp_stack_create(&stack, &a);
         pl_inside--;

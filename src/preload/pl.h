@@ -108,6 +108,7 @@ struct pl_sock {
     int rcvbuf, sndbuf; /* set by the application while pending (0: not) */
     bool sdp_only;      /* a "use sdp" rule: no TCP (listener: TCP clients refused) */
     int nep;            /* epoll registrations of the pending socket */
+    _Atomic int kregs;  /* whole kernel epoll registrations known (uep.c) */
     struct {
         int epfd;
         struct epoll_event ev;
@@ -182,7 +183,13 @@ uw_sdp_stack *pl_stack_peek(void);
 extern _Atomic int pl_waits;
 /* Whether a warning was logged already for key (one bit each). */
 bool pl_once(unsigned key);
-enum { PL_ONCE_NO_PMD = 1u, PL_ONCE_FORK = 2u, PL_ONCE_STACK = 4u, PL_ONCE_EXEC = 8u };
+enum {
+    PL_ONCE_NO_PMD = 1u,
+    PL_ONCE_FORK = 2u,
+    PL_ONCE_STACK = 4u,
+    PL_ONCE_EXEC = 8u,
+    PL_ONCE_UEP = 16u
+};
 
 /* Around uw_sdp_* calls: the library's own socket calls go to libc. */
 #define PL_ENTER() (pl_inside++)

@@ -27,6 +27,7 @@
 
 #include "io/pm_resolve.h"
 #include "preload/pl.h"
+#include "preload/uep.h"
 
 /* ---- Helpers ------------------------------------------------------------------ */
 
@@ -143,6 +144,7 @@ static int install(int fd, struct pl_sock *p, uw_sdp_sock *s, int kind, int fl)
     PL_LEAVE();
     if (r < 0)
         return -errno;
+    atomic_store(&p->kregs, p->nep);
     p->nep = 0;
     p->s = s;
     atomic_fetch_add(&pl_live, 1);
@@ -664,20 +666,26 @@ PL_EXPORT int close(int fd)
 {
     if (!pl_inside && pl_mapped(fd))
         pl_unmap(fd); /* the last descriptor of an SDP socket closes it */
+    if (!pl_inside)
+        uep_closing(fd);
     return REAL(close)(fd);
 }
 
 PL_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
-    if (!pl_inside && !(flags & CLOSE_RANGE_CLOEXEC) && first <= last)
+    if (!pl_inside && !(flags & CLOSE_RANGE_CLOEXEC) && first <= last) {
         pl_unmap_range(first, last);
+        uep_closing_range(first, last);
+    }
     return REAL(close_range)(first, last, flags);
 }
 
 PL_EXPORT void closefrom(int lowfd)
 {
-    if (!pl_inside && lowfd >= 0)
+    if (!pl_inside && lowfd >= 0) {
         pl_unmap_range((unsigned)lowfd, ~0u);
+        uep_closing_range((unsigned)lowfd, ~0u);
+    }
     REAL(closefrom)(lowfd);
 }
 
@@ -695,6 +703,8 @@ static void dup_map(int oldfd, int newfd)
 
 PL_EXPORT int dup(int fd)
 {
+    if (!pl_inside)
+        uep_to_kernel(fd); /* a set known by one number only */
     int r = REAL(dup)(fd);
     if (r >= 0 && !pl_inside)
         dup_map(fd, r);
@@ -703,6 +713,10 @@ PL_EXPORT int dup(int fd)
 
 PL_EXPORT int dup2(int fd, int fd2)
 {
+    if (!pl_inside && fd != fd2) {
+        uep_to_kernel(fd);
+        uep_closing(fd2);
+    }
     int r = REAL(dup2)(fd, fd2);
     if (r >= 0 && !pl_inside && fd != fd2)
         dup_map(fd, r);
@@ -711,6 +725,10 @@ PL_EXPORT int dup2(int fd, int fd2)
 
 PL_EXPORT int dup3(int fd, int fd2, int flags)
 {
+    if (!pl_inside && fd != fd2) {
+        uep_to_kernel(fd);
+        uep_closing(fd2);
+    }
     int r = REAL(dup3)(fd, fd2, flags);
     if (r >= 0 && !pl_inside)
         dup_map(fd, r);
@@ -726,6 +744,7 @@ static int do_fcntl(int fd, int cmd, void *arg)
     switch (cmd) {
     case F_DUPFD:
     case F_DUPFD_CLOEXEC: {
+        uep_to_kernel(fd);
         int r = REAL(fcntl)(fd, cmd, arg);
         if (r >= 0)
             dup_map(fd, r);
@@ -938,7 +957,10 @@ PL_EXPORT int shutdown(int fd, int how)
 
 PL_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-    int r = REAL(epoll_ctl)(epfd, op, fd, ev);
+    int r;
+    if (uep_ctl(epfd, op, fd, ev, &r))
+        return r;
+    r = REAL(epoll_ctl)(epfd, op, fd, ev);
     if (r < 0 || pl_inside)
         return r;
     struct pl_sock *p = pl_get(fd);

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "preload/pl.h"
+#include "preload/uep.h"
 
 _Atomic int pl_waits;
 
@@ -154,8 +155,26 @@ static int drive_poll(uw_sdp_stack *st, struct pollfd *fds, nfds_t n, uint64_t d
     return r;
 }
 
+/* poll and select read mirrors: none of theirs may be lazy (uep.c). */
+static void polled(const struct pollfd *fds, nfds_t n)
+{
+    if (atomic_load_explicit(&uep_live, memory_order_relaxed) && !pl_inside)
+        for (nfds_t i = 0; i < n; i++)
+            uep_polled(fds[i].fd);
+}
+
+static void selected(int nfds, const fd_set *rd, const fd_set *wr, const fd_set *ex)
+{
+    if (!atomic_load_explicit(&uep_live, memory_order_relaxed) || pl_inside || nfds > FD_SETSIZE)
+        return;
+    for (int fd = 0; fd < nfds; fd++)
+        if ((rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr)) || (ex && FD_ISSET(fd, ex)))
+            uep_polled(fd);
+}
+
 PL_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
+    polled(fds, n);
     uw_sdp_stack *st = drive_start();
     if (!st)
         return REAL(poll)(fds, n, timeout);
@@ -167,6 +186,7 @@ PL_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 
 PL_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
+    polled(fds, n);
     uw_sdp_stack *st = drive_start();
     if (!st)
         return REAL(ppoll)(fds, n, ts, mask);
@@ -266,6 +286,7 @@ static int drive_select(uw_sdp_stack *st, int nfds, fd_set *rd, fd_set *wr, fd_s
 
 PL_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
+    selected(nfds, rd, wr, ex);
     uw_sdp_stack *st = drive_start();
     if (!st)
         return REAL(select)(nfds, rd, wr, ex, tv);
@@ -296,6 +317,7 @@ PL_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeva
 PL_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
                       const sigset_t *mask)
 {
+    selected(nfds, rd, wr, ex);
     uw_sdp_stack *st = drive_start();
     if (!st)
         return REAL(pselect)(nfds, rd, wr, ex, ts, mask);
@@ -311,29 +333,75 @@ PL_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct
 
 /* ---- epoll_wait, epoll_pwait, epoll_pwait2 ------------------------------------------ */
 
+/* A kernel epoll wait up to dl. */
+static int kernel_wait(int epfd, struct epoll_event *ev, int max, uint64_t dl, const sigset_t *mask)
+{
+    struct timespec tb;
+    int r = REAL(epoll_pwait2)(epfd, ev, max, left(dl, -1, &tb), mask);
+    if (r < 0 && errno == ENOSYS) {
+        struct timespec *t = left(dl, -1, &tb);
+        long ms = t ? (long)t->tv_sec * 1000 + (t->tv_nsec + 999999) / 1000000 : -1;
+        r = REAL(epoll_pwait)(epfd, ev, max, (int)ms, mask);
+    }
+    return r;
+}
+
+/* What is ready now: the registrations kept in user space (uep.c) first,
+ * then, if room is left and it is the kernel's turn, the kernel's. */
+static int ready_now(struct uep *u, int epfd, struct epoll_event *ev, int max, bool ask)
+{
+    int n = u ? uep_collect(u, ev, max) : 0;
+    if (n < max && (n == 0 || (ask && uep_ask_kernel(u)))) {
+        int k = REAL(epoll_wait)(epfd, ev + n, max - n, 0);
+        if (k < 0)
+            return n ? n : k;
+        n += u ? uep_filter(u, ev + n, k) : k;
+    }
+    return n;
+}
+
 /* The epoll descriptor and the context descriptor are polled together; the
  * events themselves are then taken from the epoll descriptor without
  * waiting, so edge-triggered and one-shot registrations keep their meaning
- * (only epoll_wait consumes them). */
-static int drive_epoll(uw_sdp_stack *st, int epfd, struct epoll_event *ev, int max, uint64_t dl,
-                       const sigset_t *mask)
+ * (only epoll_wait consumes them). A set with registrations kept in user
+ * space is looked at first, counted as asleep while it is (a socket that
+ * becomes ready in another thread then wakes the kernel wait). */
+static int drive_epoll(uw_sdp_stack *st, struct uep *u, int epfd, struct epoll_event *ev, int max,
+                       uint64_t dl, const sigset_t *mask)
 {
     int r;
     for (;;) {
-        int cfd, sms;
-        struct timespec tb;
-        if (begin(st, &cfd, &sms) < 0) {
-            r = REAL(epoll_pwait2)(epfd, ev, max, left(dl, -1, &tb), mask);
-            if (r < 0 && errno == ENOSYS) {
-                struct timespec *t = left(dl, -1, &tb);
-                long ms = t ? (long)t->tv_sec * 1000 + (t->tv_nsec + 999999) / 1000000 : -1;
-                r = REAL(epoll_pwait)(epfd, ev, max, (int)ms, mask);
+        if (u) {
+            uep_sleep(u, 1);
+            int n = uep_collect(u, ev, max);
+            if (n > 0) {
+                uep_sleep(u, -1);
+                if (n < max && uep_ask_kernel(u)) {
+                    int k = REAL(epoll_wait)(epfd, ev + n, max - n, 0);
+                    if (k > 0)
+                        n += uep_filter(u, ev + n, k);
+                }
+                return n;
             }
-            break;
         }
+        int cfd, sms;
+        if (!st || begin(st, &cfd, &sms) < 0) {
+            r = kernel_wait(epfd, ev, max, dl, mask);
+            int e = errno;
+            uep_sleep(u, -1);
+            if (r > 0 && u)
+                r = uep_filter(u, ev, r);
+            errno = e;
+            /* Only the wake eventfd: look at the user-space side again. */
+            if (r != 0 || !u || expired(dl))
+                break;
+            continue;
+        }
+        struct timespec tb;
         struct pollfd p[2] = {{.fd = epfd, .events = POLLIN}, {.fd = cfd, .events = POLLIN}};
         r = REAL(ppoll)(p, 2, left(dl, sms, &tb), mask);
         int e = errno;
+        uep_sleep(u, -1);
         bool fired = r > 0 && p[1].revents;
         end(st, fired);
         if (r < 0) {
@@ -342,7 +410,7 @@ static int drive_epoll(uw_sdp_stack *st, int epfd, struct epoll_event *ev, int m
         }
         /* Not an epoll descriptor, or a bad one: epoll_wait says which error. */
         if (r > (int)fired || fired || expired(dl) || (p[0].revents & POLLNVAL)) {
-            r = REAL(epoll_wait)(epfd, ev, max, 0);
+            r = ready_now(u, epfd, ev, max, false);
             if (r != 0 || expired(dl))
                 break;
         }
@@ -354,7 +422,8 @@ static int epoll_common(int epfd, struct epoll_event *ev, int max, const struct 
                         const sigset_t *mask, int ms, bool use_ms)
 {
     uw_sdp_stack *st = drive_start();
-    if (!st) {
+    struct uep *u = uep_get(epfd);
+    if (!st && !u) {
         if (use_ms)
             return mask ? REAL(epoll_pwait)(epfd, ev, max, ms, mask)
                         : REAL(epoll_wait)(epfd, ev, max, ms);
@@ -366,10 +435,12 @@ static int epoll_common(int epfd, struct epoll_event *ev, int max, const struct 
     } else {
         struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
         uint64_t dl = use_ms ? deadline_of(ms < 0 ? NULL : &t) : deadline_of(ts);
-        r = drive_epoll(st, epfd, ev, max, dl, mask);
+        r = drive_epoll(st, u, epfd, ev, max, dl, mask);
     }
     int e = errno;
-    drive_stop();
+    uep_put(u);
+    if (st)
+        drive_stop();
     errno = e;
     return r;
 }

@@ -535,6 +535,52 @@ static void test_loop_drives(void **state)
     pair_close(&p);
 }
 
+/* A lazy socket leaves its mirror alone and publishes its readiness; made
+ * exact again, the mirror catches up at once. A blocking wait ends laziness
+ * for good. */
+static void test_lazy_ready(void **state)
+{
+    (void)state;
+    pair p;
+    pair_open(&p, AF_INET, true);
+    uw_sdp_sock *fresh;
+    assert_int_equal(uw_sdp_socket(p.sa, AF_INET, 0, &fresh), 0);
+    assert_int_equal(uw_sdp_set_lazy(fresh, true), -EINVAL);
+    assert_int_equal(uw_sdp_close(fresh), 0);
+    assert_int_equal(uw_sdp_set_lazy(p.s, true), 0);
+    unsigned g0, g1;
+    unsigned b = uw_sdp_ready(p.s, &g0);
+    assert_int_equal(b & UW_SDP_READY_EXACT, 0);
+    assert_int_equal(b & POLLIN, 0);
+    assert_true(b & POLLOUT);
+    send_all(p.c, "abc", 3);
+    for (int i = 0; i < T_MS && !(uw_sdp_ready(p.s, NULL) & POLLIN); i++)
+        usleep(1000);
+    b = uw_sdp_ready(p.s, &g1);
+    assert_true(b & POLLIN);
+    assert_true(g1 != g0); /* a bit rose: an edge */
+    struct pollfd pf = {.fd = uw_sdp_fd(p.s), .events = POLLIN};
+    assert_int_equal(poll(&pf, 1, 0), 0); /* the mirror was left alone */
+    assert_int_equal(uw_sdp_set_lazy(p.s, false), 0);
+    assert_true(uw_sdp_ready(p.s, NULL) & UW_SDP_READY_EXACT);
+    assert_int_equal(poll(&pf, 1, 0), 1);
+    char buf[8];
+    assert_int_equal(uw_sdp_recv(p.s, buf, sizeof(buf), 0), 3);
+    assert_int_equal(uw_sdp_set_lazy(p.s, true), 0);
+    /* A blocking recv that has to wait: exact for good. */
+    send_all(p.c, "d", 1);
+    assert_int_equal(uw_sdp_recv(p.s, buf, sizeof(buf), 0), 1);
+    uw_sdp_sock *t = p.s;
+    int zero = 0;
+    assert_int_equal(uw_sdp_ioctl(t, FIONBIO, &zero), 0);
+    struct timeval tv = {0, 50000};
+    assert_int_equal(uw_sdp_setsockopt(t, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+    assert_int_equal(uw_sdp_recv(t, buf, sizeof(buf), 0), -EAGAIN);
+    assert_true(uw_sdp_ready(t, NULL) & UW_SDP_READY_EXACT);
+    assert_int_equal(uw_sdp_set_lazy(t, true), -EBUSY);
+    pair_close(&p);
+}
+
 static void test_peek_waitall_iov(void **state)
 {
     (void)state;
@@ -1494,6 +1540,7 @@ int main(void)
         cmocka_unit_test(test_cork_ceiling),
         cmocka_unit_test(test_epoll_et),
         cmocka_unit_test(test_loop_drives),
+        cmocka_unit_test(test_lazy_ready),
         cmocka_unit_test(test_bulk_both_ways),
         cmocka_unit_test(test_pm_fallback),
         cmocka_unit_test(test_peer_rcvbuf),
