@@ -147,10 +147,10 @@ static struct uep *get_or_make(int epfd)
  * set goes back to the kernel). */
 static struct uep *unlist(int epfd)
 {
-    if (epfd < 0 || epfd >= UEP_MAX)
-        return NULL;
     pthread_mutex_lock(&tab_mu);
-    struct uep *u = tab[epfd];
+    struct uep *u = NULL;
+    if (epfd >= 0 && epfd < UEP_MAX)
+        u = tab[epfd];
     if (u) {
         tab[epfd] = NULL;
         for (int i = 0; i < nlist; i++)
@@ -163,17 +163,47 @@ static struct uep *unlist(int epfd)
     return u;
 }
 
-static void drop(struct uep *u, bool closing)
+/* The sets, each with a reference taken; returns how many. */
+static int sets(struct uep **out)
+{
+    pthread_mutex_lock(&tab_mu);
+    int n = nlist;
+    for (int i = 0; i < n; i++) {
+        out[i] = list[i];
+        out[i]->refs++;
+    }
+    pthread_mutex_unlock(&tab_mu);
+    return n;
+}
+
+/* The set whose wake eventfd is fd, taken out of the table like unlist(). */
+static struct uep *unlist_wfd(int fd)
+{
+    pthread_mutex_lock(&tab_mu);
+    int epfd = -1;
+    for (int i = 0; i < nlist && epfd < 0; i++)
+        if (list[i]->wfd == fd)
+            epfd = list[i]->epfd;
+    pthread_mutex_unlock(&tab_mu);
+    return epfd >= 0 ? unlist(epfd) : NULL;
+}
+
+enum { EPFD_CLOSING, WFD_CLOSING, TO_KERNEL };
+
+static void drop(struct uep *u, int why)
 {
     pthread_mutex_lock(&u->mu);
     u->dead = true;
     for (int i = 0; i < u->n; i++)
-        if (!closing)
+        if (why != EPFD_CLOSING)
             ent_exact(u, &u->e[i]);
     u->n = 0;
-    if (!closing)
+    if (why == TO_KERNEL)
         pl_real.epoll_ctl(u->epfd, EPOLL_CTL_DEL, u->wfd, NULL);
-    pl_real.close(u->wfd);
+    /* An application closing every descriptor it does not know closes
+     * the eventfd itself: its number is not ours to close again. */
+    if (why != WFD_CLOSING)
+        pl_real.close(u->wfd);
     u->wfd = -1;
     pthread_mutex_unlock(&u->mu);
     pthread_mutex_lock(&tab_mu);
@@ -187,7 +217,12 @@ void uep_closing(int epfd)
         return;
     struct uep *u = unlist(epfd);
     if (u)
-        drop(u, true);
+        drop(u, EPFD_CLOSING);
+    if ((u = unlist_wfd(epfd)) != NULL) {
+        PL_LOG(PL_LOG_DEBUG, epfd, "epoll set %d: its wake eventfd closed by the application",
+               u->epfd);
+        drop(u, WFD_CLOSING);
+    }
 }
 
 void uep_closing_range(unsigned first, unsigned last)
@@ -196,6 +231,15 @@ void uep_closing_range(unsigned first, unsigned last)
         return;
     for (unsigned fd = first; fd <= last && fd < UEP_MAX; fd++)
         uep_closing((int)fd);
+    /* Wake eventfds numbered above the table. */
+    struct uep *all[UEP_SETS];
+    int ns = sets(all);
+    for (int k = 0; k < ns; k++) {
+        int w = all[k]->wfd;
+        if (w >= UEP_MAX && (unsigned)w >= first && (unsigned)w <= last)
+            uep_closing(w);
+        uep_put(all[k]);
+    }
 }
 
 void uep_to_kernel(int epfd)
@@ -205,7 +249,7 @@ void uep_to_kernel(int epfd)
     struct uep *u = unlist(epfd);
     if (u) {
         PL_LOG(PL_LOG_DEBUG, epfd, "epoll set handed back to the kernel");
-        drop(u, false);
+        drop(u, TO_KERNEL);
     }
 }
 
@@ -247,19 +291,6 @@ static int find(struct uep *u, int fd, struct pl_sock *p)
         if (u->e[i].fd == fd && u->e[i].p == p)
             return i;
     return -1;
-}
-
-/* The sets, each with a reference taken; returns how many. */
-static int sets(struct uep **out)
-{
-    pthread_mutex_lock(&tab_mu);
-    int n = nlist;
-    for (int i = 0; i < n; i++) {
-        out[i] = list[i];
-        out[i]->refs++;
-    }
-    pthread_mutex_unlock(&tab_mu);
-    return n;
 }
 
 /* Every set's registrations of p go back to the kernel (p becomes exact). */
