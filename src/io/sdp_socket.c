@@ -18,6 +18,11 @@
 
 #include "io/sdp_internal.h"
 
+/* The SDP core takes shutdown's how without the socket headers. */
+_Static_assert(SHUT_RD == UW_SDP_SHUT_RD && SHUT_WR == UW_SDP_SHUT_WR &&
+                   SHUT_RDWR == UW_SDP_SHUT_RDWR,
+               "UW_SDP_SHUT_* must equal SHUT_*");
+
 #define UW__MAX_IOV 1024
 
 /* ---- Small helpers ----------------------------------------------------------- */

@@ -2,7 +2,6 @@
  * receive side of every message (6, 9.5, 10.6, 11, 12) and teardown (8.2).
  * The send side is conn_tx.c, the application's view conn_app.c. */
 #include <string.h>
-#include <sys/socket.h>
 
 #include "sdp/conn_internal.h"
 
@@ -793,13 +792,13 @@ int uw__sdp_conn_on_recv(uw_sdp_conn *c, uint32_t id, uint32_t len)
 
 int uw__sdp_conn_shutdown(uw_sdp_conn *c, int how)
 {
-    if (how != SHUT_RD && how != SHUT_WR && how != SHUT_RDWR)
+    if (how != UW_SDP_SHUT_RD && how != UW_SDP_SHUT_WR && how != UW_SDP_SHUT_RDWR)
         return UW_EINVAL;
     if (c->state == UW_SDP_S_IDLE || c->state == UW_SDP_S_HELLO)
         return UW_ENOTCONN;
-    if (how != SHUT_WR)
+    if (how != UW_SDP_SHUT_WR)
         c->shut_rd = true;
-    if (how != SHUT_RD && !c->shut_wr && c->state == UW_SDP_S_OPEN) {
+    if (how != UW_SDP_SHUT_RD && !c->shut_wr && c->state == UW_SDP_S_OPEN) {
         c->shut_wr = true;
         uw__sdp_seal(c); /* 8.2.1 step 1: everything queued goes before the DisConn */
     }

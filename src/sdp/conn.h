@@ -197,8 +197,13 @@ ssize_t uw__sdp_conn_send(uw_sdp_conn *c, const struct iovec *iov, int iovcnt, u
  * UW_EAGAIN (announced by OOB_PEND but not arrived). */
 ssize_t uw__sdp_conn_recv(uw_sdp_conn *c, const struct iovec *iov, int iovcnt, unsigned flags);
 
-/* SHUT_RD, SHUT_WR, SHUT_RDWR. SHUT_WR queues a DisConn after the data
- * already queued (8.2.1 steps 1-2). Errors: UW_ENOTCONN, UW_EINVAL. */
+/* how: UW_SDP_SHUT_RD, _WR, _RDWR (the values of SHUT_RD, SHUT_WR and
+ * SHUT_RDWR; the core sees no socket headers). SHUT_WR queues a DisConn
+ * after the data already queued (8.2.1 steps 1-2). Errors: UW_ENOTCONN,
+ * UW_EINVAL. */
+#define UW_SDP_SHUT_RD 0
+#define UW_SDP_SHUT_WR 1
+#define UW_SDP_SHUT_RDWR 2
 int uw__sdp_conn_shutdown(uw_sdp_conn *c, int how);
 
 /* Abortive close by the application (SO_LINGER 0, or close with unread
