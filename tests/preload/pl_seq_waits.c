@@ -144,8 +144,9 @@ void seq_wait_errors(void)
     T("epoll_wait on a socket", epoll_wait(fd, &ev, 1, 10), "-1 EINVAL");
     T("epoll_wait on a closed fd", epoll_wait(1000, &ev, 1, 10), "-1 EBADF");
     /* A number inside the descriptor table that is not open (select
-     * ignores numbers beyond the table). */
-    int gone = dup(fd);
+     * ignores numbers beyond the table). High, so that no other thread's
+     * new descriptor takes it (a run got select's 1 for EBADF so). */
+    int gone = dup2(fd, 900);
     close(gone);
     struct pollfd p[2] = {{.fd = fd, .events = POLLOUT}, {.fd = gone, .events = POLLIN}};
     T("poll with a closed fd", poll(p, 2, 10), "2");
