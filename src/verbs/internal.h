@@ -368,9 +368,13 @@ static inline void uw__set_deadline(uw_qp *qp, uint64_t ns)
 void uw__log(uw_ctx *ctx, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int uw__cq_push(uw_cq *cq, const uw_wc *wc);
 bool uw__cq_full(const uw_cq *cq);
-void uw__ctx_signal(uw_ctx *ctx);
 int uw__event_push(uw_ctx *ctx, const uw_cm_event *ev);
 uw_mr *uw__mr_lookup(uw_ctx *ctx, uint32_t stag);
+
+/* io/ctx_fds.c: the context's descriptors and the clock. */
+int uw__ctx_fds_open(uw_ctx *ctx); /* 0 or a negative errno; nothing left open */
+void uw__ctx_fds_close(uw_ctx *ctx);
+void uw__ctx_signal(uw_ctx *ctx);
 uint64_t uw__now_ns(void);
 
 /* verbs/qp_core.c: connection-independent QP setup used by the engine. */

@@ -1,26 +1,14 @@
 /* Contexts, protection domains, the STag table, completion queues and the
- * event queue. Nothing here touches a socket; the context's fds exist only so
- * that the application has one thing to wait on. */
+ * event queue. Nothing here touches a descriptor or the clock: the context's
+ * fds (one thing for the application to wait on) are io/ctx_fds.c's. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <sys/timerfd.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "util/alloc.h"
 #include "verbs/internal.h"
-
-uint64_t uw__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void uw__log(uw_ctx *ctx, int level, const char *fmt, ...)
 {
@@ -49,28 +37,8 @@ int uw_ctx_create(uw_ctx **out, const uw_ctx_attr *attr)
         c->log_ud = attr->log_ud;
         c->log_level = attr->log_level;
     }
-    c->epfd = epoll_create1(EPOLL_CLOEXEC);
-    c->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    c->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    int err = 0;
-    if (c->epfd < 0 || c->evfd < 0 || c->tfd < 0) {
-        err = -errno;
-    } else {
-        /* Small integers in data.u64 mark the internal fds; objects are
-         * pointers. */
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = UW__EP_EVFD};
-        struct epoll_event tv = {.events = EPOLLIN, .data.u64 = UW__EP_TIMERFD};
-        if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->evfd, &ev) < 0 ||
-            epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->tfd, &tv) < 0)
-            err = -errno;
-    }
+    int err = uw__ctx_fds_open(c);
     if (err) {
-        if (c->epfd >= 0)
-            close(c->epfd);
-        if (c->evfd >= 0)
-            close(c->evfd);
-        if (c->tfd >= 0)
-            close(c->tfd);
         a.free(a.ud, c);
         return err;
     }
@@ -90,45 +58,11 @@ int uw_ctx_destroy(uw_ctx *c)
         c->alloc.free(c->alloc.ud, n);
         n = next;
     }
-    close(c->epfd);
-    close(c->evfd);
-    close(c->tfd);
+    uw__ctx_fds_close(c);
     c->alloc.free(c->alloc.ud, c->mrs);
     c->alloc.free(c->alloc.ud, c->mr_key);
     c->alloc.free(c->alloc.ud, c);
     return 0;
-}
-
-int uw_ctx_fd(uw_ctx *c)
-{
-    if (!c)
-        return UW_EINVAL;
-    c->fd_taken = true; /* from now on every socket stays in the epoll set */
-    uw__ctx_attach(c);
-    if (c->sig_soft) {
-        c->sig_soft = false;
-        uw__ctx_signal(c);
-    }
-    return c->epfd;
-}
-
-/* Makes the context fd readable: internal work is pending that no socket
- * event will announce. Completions and events do not signal: every waiting
- * function looks at its queue before it sleeps (see uw_ctx_fd()). Until the
- * application holds the fd, only our own passes wait on it, and a flag they
- * read does the same without an eventfd write and read (a server mixing
- * uw_cq_wait() and uw_cm_get_event() paid them once every few messages). */
-void uw__ctx_signal(uw_ctx *c)
-{
-    if (c->ev_armed)
-        return;
-    if (!c->fd_taken) {
-        c->sig_soft = true; /* the next pass will not sleep (engine.c) */
-        return;
-    }
-    uint64_t one = 1;
-    if (write(c->evfd, &one, sizeof(one)) == sizeof(one))
-        c->ev_armed = true;
 }
 
 int uw__event_push(uw_ctx *c, const uw_cm_event *ev)

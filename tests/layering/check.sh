@@ -41,6 +41,16 @@ check_core() {
     return $bad
 }
 
+# io_free DIR: no I/O header and no clock read in DIR (src/verbs: its
+# objects are plain data; io/ owns the descriptors and the clock).
+io_free() {
+    local bad=0
+    if grep -nE '^#include <sys/(socket|epoll|eventfd|timerfd)\.h>|clock_gettime\(' "$1"/*.[ch]; then
+        bad=1
+    fi
+    return $bad
+}
+
 if [ "${1:-}" = --self-test ]; then
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
@@ -56,6 +66,12 @@ if [ "${1:-}" = --self-test ]; then
     done
     printf '#include "sdp/conn.h"\n#include "util/alloc.h"\n#include <string.h>\n' >"$tmp/sdp/x.c"
     check_core "$tmp/sdp" sdp || { echo "FAIL: self-test: a clean file was refused"; fails=1; }
+    mkdir -p "$tmp/verbs"
+    printf 'static long t(void) { struct timespec ts; clock_gettime(0, &ts); return 0; }\n' >"$tmp/verbs/x.c"
+    if io_free "$tmp/verbs" >/dev/null; then
+        echo "FAIL: self-test: a clock read in verbs was not caught"
+        fails=1
+    fi
     [ $fails = 0 ] && echo "layering self-test: every kind of forbidden include is caught"
     exit $fails
 fi
@@ -69,4 +85,10 @@ for core in mpa pm sdp rdmap; do
         rc=1
     fi
 done
+if io_free "$SRC/verbs"; then
+    echo "ok: src/verbs includes no I/O header and reads no clock"
+else
+    echo "src/verbs: I/O belongs in src/io"
+    rc=1
+fi
 exit $rc
