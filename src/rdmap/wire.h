@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "util/term_table.h"
 #include "uwarp/verbs.h"
 
 enum uw__opcode {
@@ -82,13 +83,7 @@ size_t uw__term_encode(const uw__term_msg *t, uint8_t *out);
  * wire.c. Errors: UW_EPROTO (shorter than its flags promise). */
 int uw__term_decode(const uint8_t *p, size_t len, uw__term_msg *t);
 
-/* True when (layer, etype, ecode) is a combination RFC 5040 7.1 defines. */
-bool uw__term_valid(uw_term t);
-
-/* The Terminate a local receive fault err (UW_E*) is reported with, and
- * whether the offending DDP/RDMAP headers belong in it. The one mapping from
- * internal faults to wire codes. */
-uw_term uw__term_for_error(int err, bool tagged);
+/* uw__term_valid() and uw__term_for_error(): util/term_table.h. */
 
 static inline void uw__put16(uint8_t *p, uint32_t v)
 {
