@@ -135,8 +135,10 @@ void uw_sdp_stack_wait_end(uw_sdp_stack *st, bool fired);
  * good (its waiters sleep on the mirror), and true then fails with
  * -EBUSY. uw_sdp_ready() returns the bits the mirror would show (poll.h
  * values, the mirror's rules) and in *gen a counter that grows whenever a
- * bit rises, the edges of edge-triggered waits; lock-free, it reads what
- * the stack published when it last released its lock. */
+ * bit rises or data arrives while the socket is readable: the edges of
+ * edge-triggered waits, one per arrival as TCP gives them. Lock-free, it
+ * reads what the stack published when it last released its lock. The
+ * ready_rose callback runs on the same occasions for a lazy socket. */
 int uw_sdp_set_lazy(uw_sdp_sock *s, bool lazy);
 unsigned uw_sdp_ready(const uw_sdp_sock *s, unsigned *gen);
 /* Set in uw_sdp_ready()'s result when the socket is not lazy. */

@@ -49,6 +49,7 @@ struct uw_sdp_socket {
      * bits are published here instead (atomics: read without the lock). */
     bool lazy, lazy_never;
     unsigned pub_bits, pub_gen;
+    uint64_t pub_rcv; /* octets received when last published */
 
     /* The connection. */
     uw_qp *qp;

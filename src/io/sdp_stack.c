@@ -94,16 +94,22 @@ void uw__sdp_unlock(uw_sdp_stack *st)
         st->attr.ready_rose(st->attr.ready_ud);
 }
 
-/* A lazy socket's bits, normalised by the mirror's rules (sdp_ready.h);
- * true when one rose. The sequentially consistent store pairs with a
- * waiter that counts itself as sleeping before it reads the bits. */
+/* A socket's bits, normalised by the mirror's rules (sdp_ready.h); true
+ * when one rose, or when data arrived on a readable socket: TCP gives
+ * edge-triggered epoll an edge per arrival, and so does a lazy socket's
+ * counter (the mirror gives one per rise only, docs/sdp.md). The
+ * sequentially consistent store pairs with a waiter that counts itself as
+ * sleeping before it reads the bits. */
 static bool publish(uw_sdp_sock *s)
 {
     unsigned old = __atomic_load_n(&s->pub_bits, __ATOMIC_RELAXED);
     unsigned b = uw__sdp_ready_norm(old, uw__sdp_bits(s));
-    if (b == old)
+    uint64_t rcv = s->conn ? uw__sdp_conn_rcv_total(s->conn) : s->pub_rcv;
+    bool arrived = rcv != s->pub_rcv && (b & POLLIN);
+    s->pub_rcv = rcv;
+    if (b == old && !arrived)
         return false;
-    bool rose = (b & ~old) != 0;
+    bool rose = (b & ~old) != 0 || arrived;
     if (rose)
         __atomic_add_fetch(&s->pub_gen, 1, __ATOMIC_SEQ_CST);
     __atomic_store_n(&s->pub_bits, b, __ATOMIC_SEQ_CST);

@@ -211,6 +211,10 @@ int uw__sdp_conn_shutdown(uw_sdp_conn *c, int how);
  * sent, otherwise the LLP is torn down at once (8.2.2). */
 void uw__sdp_conn_abort(uw_sdp_conn *c);
 
+/* Octets received on the stream so far (grows with every data message;
+ * readiness users take a change as a new arrival, an edge). */
+uint64_t uw__sdp_conn_rcv_total(const uw_sdp_conn *c);
+
 /* Readiness as poll() bits (POLLIN, POLLOUT, POLLPRI, POLLERR, POLLHUP,
  * POLLRDHUP), as a TCP socket in the same state would show them. */
 unsigned uw__sdp_conn_poll(const uw_sdp_conn *c);

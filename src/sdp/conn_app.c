@@ -216,3 +216,8 @@ unsigned uw__sdp_conn_poll(const uw_sdp_conn *c)
         m |= POLLOUT; /* send fails at once with EPIPE: it does not block */
     return m;
 }
+
+uint64_t uw__sdp_conn_rcv_total(const uw_sdp_conn *c)
+{
+    return c->rcv_nxt;
+}
