@@ -176,7 +176,6 @@ enum uw__cm_state {
     UW__CM_WAIT_REPLY,   /* initiator: Request sent */
     UW__CM_WAIT_REQUEST, /* responder: reading the Request */
     UW__CM_WAIT_ACCEPT,  /* responder: CONNECT_REQUEST raised */
-    UW__CM_SEND_REPLY,   /* responder: Reply being written */
     UW__CM_RTS,
     UW__CM_LINGER, /* writing out a final frame (reject, Terminate) before closing */
     UW__CM_CLOSED,
