@@ -106,6 +106,40 @@ static int wait_wc(pair *p, side *s, uw_wc *wc)
     return UW_ETIMEDOUT;
 }
 
+/* Every established connection: the two ends agree on what they
+ * negotiated (each case also checks the values it is about), and each
+ * QP reports what its ESTABLISHED event said. */
+static void agreed(const pair *p)
+{
+    const uw_mpa_params *a = &p->pa, *b = &p->pb;
+    assert_int_equal(a->rev, b->rev);
+    assert_int_equal(a->ddp_version, b->ddp_version);
+    assert_int_equal(a->crc, b->crc);
+    assert_int_equal(a->markers_tx, b->markers_rx);
+    assert_int_equal(a->markers_rx, b->markers_tx);
+    assert_int_equal(a->enhanced, b->enhanced);
+    assert_int_equal(a->p2p, b->p2p);
+    /* RFC 6581 9.1: neither end issues more Reads than the other accepts. */
+    assert_true(a->ord <= b->ird);
+    assert_true(b->ord <= a->ird);
+    uw_mpa_params q[2];
+    assert_int_equal(uw_qp_mpa_params(p->a.qp, &q[0]), 0);
+    assert_int_equal(uw_qp_mpa_params(p->b.qp, &q[1]), 0);
+    for (int i = 0; i < 2; i++) {
+        const uw_mpa_params *e = i ? b : a;
+        assert_int_equal(q[i].rev, e->rev);
+        assert_int_equal(q[i].crc, e->crc);
+        assert_int_equal(q[i].markers_rx, e->markers_rx);
+        assert_int_equal(q[i].markers_tx, e->markers_tx);
+        assert_int_equal(q[i].ird, e->ird);
+        assert_int_equal(q[i].ord, e->ord);
+        assert_int_equal(q[i].peer_ird, e->peer_ird);
+        assert_int_equal(q[i].peer_ord, e->peer_ord);
+        assert_int_equal(q[i].p2p, e->p2p);
+        assert_int_equal(q[i].rtr, e->rtr);
+    }
+}
+
 /* Connects with the given parameters; returns the initiator's final event type. */
 static int connect_pair(pair *p, const uw_conn_param *ca, const uw_conn_param *cb, bool reject)
 {
@@ -143,6 +177,7 @@ static int connect_pair(pair *p, const uw_conn_param *ca, const uw_conn_param *c
         assert_int_equal(next_event(p, &p->b, &ev), 1);
         assert_int_equal(ev.type, UW_CM_ESTABLISHED);
         p->pb = ev.mpa;
+        agreed(p);
     }
     if (t == UW_CM_REJECTED) {
         assert_int_equal(ev.private_data_len, 2);
