@@ -230,8 +230,16 @@ __attribute__((destructor)) static void pl_fini(void)
     if (!st || pl_st.child)
         return;
     pl_tab_close_all();
-    if (atomic_load(&pl_live) != 0 || atomic_load(&pl_waits) != 0)
+    int live = atomic_load(&pl_live), waits = atomic_load(&pl_waits);
+    if (live != 0 || waits != 0) {
+        /* Said aloud: the data these connections still queue is lost
+         * with the process (their peers see a reset). */
+        pl_log(PL_LOG_WARN, -1,
+               "exit: %d SDP sockets still in use, %d waits in other threads: "
+               "closes not flushed",
+               live, waits);
         return;
+    }
     /* The kernel would go on sending a closed TCP socket's data after the
      * process exits; SDP data still in this process must leave first. At
      * most 30 s (a peer that stopped reading would hold exit forever). */
