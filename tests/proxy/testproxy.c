@@ -284,6 +284,37 @@ static bool pump_read(session *s, int k, short revents, int64_t now)
     return true;
 }
 
+/* dir[j]'s destination is fine but its source just reset us: what that
+ * source sent before its reset is still readable here (Linux keeps a reset
+ * socket's received data) or already in dir[j]. On a plain path it would
+ * have reached the other end before the reset did (a Terminate followed by
+ * a close that resets is exactly that), so pass it on before resetting;
+ * best effort, bounded, never waiting. */
+static void salvage(proxy *p, session *s, int j, int64_t now)
+{
+    tp_dir *d = &s->dir[j];
+    int src = s->fd[j], dst = s->fd[1 - j];
+    if (src < 0 || dst < 0)
+        return;
+    for (int i = 0; i < 64; i++) {
+        struct iovec iov[2];
+        int niov;
+        if (tp_dir_read_space(d, iov, &niov) > 0) {
+            ssize_t n = readv(src, iov, niov);
+            if (n > 0)
+                tp_dir_received(d, (size_t)n, now);
+        }
+        tp_dir_schedule(d, now);
+        if (tp_dir_ready(d, now, iov, &niov) == 0)
+            break;
+        ssize_t n = writev(dst, iov, niov);
+        if (n <= 0)
+            break;
+        log_ctx lc = {.p = p, .s = s, .k = j};
+        tp_dir_sent(d, (size_t)n, log_corrupt, &lc);
+    }
+}
+
 /* Writes every chunk of dir[k] that is due, until the socket is full.
  * Returns false when the session was aborted. */
 static bool pump_write(proxy *p, session *s, int k, int64_t now)
@@ -305,7 +336,9 @@ static bool pump_write(proxy *p, session *s, int k, int64_t now)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
-            session_abort(s, 1 - k, "write", errno);
+            int err = errno;
+            salvage(p, s, 1 - k, now);
+            session_abort(s, 1 - k, "write", err);
             return false;
         }
         log_ctx lc = {.p = p, .s = s, .k = k};
