@@ -409,8 +409,10 @@ int uw_disconnect(uw_qp *qp);
  * ERROR (or stays CLOSED). Errors: UW_EINVAL (qp NULL) only. */
 int uw_abort(uw_qp *qp);
 
-/* Takes the next event without blocking: 1 if *ev was filled, 0 if none. Errors: UW_EINVAL
- * (ctx or ev NULL). */
+/* Takes the next event without blocking: 1 if *ev was filled, 0 if none. Ordering: every
+ * completion a connection produced before its DISCONNECTED, TERMINATED or CONN_ERROR event is
+ * in its CQ when the event is queued, so a consumer that polls the CQ empty before acting on
+ * such an event sees the connection's last data first. Errors: UW_EINVAL (ctx or ev NULL). */
 int uw_cm_get_event(uw_ctx *ctx, uw_cm_event *ev);
 /* Waits up to timeout_ms (-1 forever) for an event: 1, or UW_ETIMEDOUT. Errors: UW_EINVAL (ctx
  * or ev NULL). */

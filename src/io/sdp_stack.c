@@ -891,6 +891,17 @@ static void reap(uw_sdp_stack *st)
     }
 }
 
+/* What the CQ already holds, without an engine pass. */
+static void take_queued(uw_sdp_stack *st)
+{
+    uw_wc wc[64];
+    for (int round = 0; round < 1024 && st->cq->count; round++) {
+        int k = uw__cq_take(st->cq, wc, 64);
+        for (int i = 0; i < k; i++)
+            on_wc(&wc[i]);
+    }
+}
+
 void uw__sdp_progress(uw_sdp_stack *st)
 {
     st->passes++;
@@ -903,7 +914,15 @@ void uw__sdp_progress(uw_sdp_stack *st)
         uw_cm_event ev;
         /* uw_cm_get_event() makes an engine pass when its queue is empty:
          * look first, so a pass costs one engine pass, not two. */
-        while (st->ctx->ev_head && uw_cm_get_event(st->ctx, &ev) == 1) {
+        while (st->ctx->ev_head) {
+            /* The engine queues a connection's completions before its
+             * event, and they are taken first: a FIN judged while the
+             * DisConn and the data before it still sat in the CQ read as a
+             * reset (one pass over many connections queues more than one
+             * poll takes). */
+            take_queued(st);
+            if (uw_cm_get_event(st->ctx, &ev) != 1)
+                break;
             on_event(st, &ev);
             ne++;
         }

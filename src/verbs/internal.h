@@ -367,6 +367,8 @@ static inline void uw__set_deadline(uw_qp *qp, uint64_t ns)
 void uw__log(uw_ctx *ctx, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int uw__cq_push(uw_cq *cq, const uw_wc *wc);
 bool uw__cq_full(const uw_cq *cq);
+/* Takes what the CQ holds without an engine pass (uw_cq_poll makes one). */
+int uw__cq_take(uw_cq *cq, uw_wc *wc, int n);
 int uw__event_push(uw_ctx *ctx, const uw_cm_event *ev);
 uw_mr *uw__mr_lookup(uw_ctx *ctx, uint32_t stag);
 

@@ -353,7 +353,7 @@ int uw__cq_push(uw_cq *cq, const uw_wc *wc)
     return 0;
 }
 
-static int cq_take(uw_cq *cq, uw_wc *wc, int n)
+int uw__cq_take(uw_cq *cq, uw_wc *wc, int n)
 {
     bool was_full = cq->count == cq->cap;
     int k = 0;
@@ -383,7 +383,7 @@ int uw_cq_poll(uw_cq *cq, uw_wc *wc, int n)
     bool fill = cq->count < (uint32_t)n;
     if (fill)
         uw_ctx_progress(c);
-    int k = cq_take(cq, wc, n);
+    int k = uw__cq_take(cq, wc, n);
     if (!fill)
         uw_ctx_progress(c);
     signal_others(c, wc0, ev0, cq, own0);
@@ -399,7 +399,7 @@ int uw_cq_wait(uw_cq *cq, uw_wc *wc, int n, int timeout_ms)
         /* Take what is queued without a progress pass: the blocking wait
          * below returns at once when anything is ready, so a pass here would
          * only add a syscall to the latency path. */
-        int k = cq_take(cq, wc, n);
+        int k = uw__cq_take(cq, wc, n);
         if (k)
             return k;
         int left = -1;
