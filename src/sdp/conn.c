@@ -191,12 +191,16 @@ void uw__sdp_conn_llp_closed(uw_sdp_conn *c, int err)
             c->fatal = UW_ECONNRESET;
         return;
     }
-    /* 8.2.1 step 4 / 8.2.2: graceful only with a DisConn and no AbortConn. */
-    if (!err && c->rcv_eof && !c->abort_rcvd && c->state == UW_SDP_S_OPEN) {
+    /* 8.2.1 step 4 / 8.2.2: graceful only with a DisConn and no AbortConn.
+     * With the peer's DisConn in, all its data is too, so the receive side
+     * ends as it would have (data, then EOF) even after a reset: TCP keeps
+     * what it received readable through a reset. Only our unsent data is
+     * lost, which TCP reports as EPIPE. */
+    if (c->rcv_eof && !c->abort_rcvd && c->state == UW_SDP_S_OPEN) {
         c->disconn_done = true;
         c->state = UW_SDP_S_CLOSED;
-        c->st.graceful = c->disconn_sent;
-        if (!c->disconn_sent && c->tf_n) /* our unsent data cannot go: TCP reports a reset */
+        c->st.graceful = c->disconn_sent && !err;
+        if (c->tf_n && (err || !c->disconn_sent))
             c->err = c->fatal = UW_EPIPE;
         return;
     }

@@ -151,12 +151,15 @@ ssize_t uw__sdp_conn_recv(uw_sdp_conn *c, const struct iovec *iov, int iovcnt, u
         return (ssize_t)done;
     if (want == 0)
         return 0;
+    /* Linux tcp_recvmsg's order: the peer's FIN, then a pending error. */
+    if (c->rcv_eof)
+        return 0;
     if (c->err && c->rcv_nxt == c->copied) {
         int e = c->err;
         c->err = 0;
         return e;
     }
-    if (c->rcv_eof || c->shut_rd || c->state == UW_SDP_S_CLOSED)
+    if (c->shut_rd || c->state == UW_SDP_S_CLOSED)
         return 0;
     if (c->state == UW_SDP_S_ERROR)
         return c->fatal == UW_EPIPE ? 0 : c->fatal;

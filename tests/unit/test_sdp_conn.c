@@ -503,6 +503,39 @@ static void test_graceful_close(void **st)
     sp_free(&p);
 }
 
+/* A reset after the peer's DisConn: everything the peer sent is in, so it
+ * reads to the end and then EOF, as TCP keeps its receive queue through a
+ * reset; only our own unsent data is lost (EPIPE). A slow reader of a
+ * server that closed and exited must not lose the server's last data. */
+static void test_reset_after_disconn(void **st)
+{
+    (void)st;
+    for (int corked = 0; corked < 2; corked++) {
+        sp_pair p;
+        assert_int_equal(sp_setup(&p, NULL, NULL), 0);
+        uint8_t b[100];
+        assert_int_equal(sp_send(&p.s[0], "the tail", 8, 0), 8);
+        assert_int_equal(uw__sdp_conn_shutdown(p.s[0].c, SHUT_WR), 0);
+        sp_settle(&p);
+        if (corked) {
+            uw__sdp_conn_setopt(p.s[1].c, UW_SDP_OPT_CORK, 1);
+            assert_int_equal(sp_send(&p.s[1], "unsent", 6, 0), 6);
+        }
+        uw__sdp_conn_llp_closed(p.s[1].c, UW_ECONNRESET);
+        assert_int_equal(sp_recv(&p.s[1], b, sizeof(b), 0), 8);
+        assert_memory_equal(b, "the tail", 8);
+        assert_int_equal(sp_recv(&p.s[1], b, sizeof(b), 0), 0);
+        assert_int_equal(sp_recv(&p.s[1], b, sizeof(b), 0), 0);
+        assert_int_equal(uw__sdp_conn_take_error(p.s[1].c), corked ? UW_EPIPE : 0);
+        assert_int_equal(sp_send(&p.s[1], "x", 1, 0), UW_EPIPE);
+        uw_sdp_stats s;
+        uw__sdp_conn_stats(p.s[1].c, &s);
+        assert_false(s.graceful);
+        assert_int_equal(uw__sdp_conn_outq(p.s[1].c), corked ? 6 : 0);
+        sp_free(&p);
+    }
+}
+
 static void test_abortive_close(void **st)
 {
     (void)st;
@@ -1135,7 +1168,7 @@ int main(void)
         cmocka_unit_test(test_hello_rejected),     cmocka_unit_test(test_helloack_checks),
         cmocka_unit_test(test_stream_and_credits), cmocka_unit_test(test_gratuitous_update),
         cmocka_unit_test(test_receive_violations), cmocka_unit_test(test_graceful_close),
-        cmocka_unit_test(test_abortive_close),     cmocka_unit_test(test_oob),
+        cmocka_unit_test(test_abortive_close),     cmocka_unit_test(test_reset_after_disconn), cmocka_unit_test(test_oob),
         cmocka_unit_test(test_oob_wire),           cmocka_unit_test(test_srcavail_forced_bcopy),
         cmocka_unit_test(test_chrcvbuf),           cmocka_unit_test(test_nagle_and_cork),
         cmocka_unit_test(test_config_rejected),    cmocka_unit_test(test_mpa_limits),
