@@ -14,8 +14,9 @@
 #              when it is installed, else an interleaved loop
 # The preloaded runs are checked to have used SDP (the library's log) and
 # marked otherwise: a figure that fell back to TCP says nothing about SDP.
-# Not a test (its figures depend on the machine); the results and how to
-# reproduce them go in docs/performance.md.
+# Not a test (its figures depend on the machine); the latest results and how
+# to reproduce them go in docs/performance.md, earlier runs in
+# docs/perf-log.md.
 #
 # usage: bench/preload/run.sh [--build DIR] [--repeat N] [--time S] [--json]
 #                             [--only iperf3,redis,sockperf,curl] [--pin]
