@@ -862,7 +862,7 @@ static void drain_cq(uw_sdp_stack *st)
         int k = uw_cq_poll(st->cq, wc, 64);
         for (int i = 0; i < k; i++)
             on_wc(&wc[i]);
-        if (k < 64 && !st->cq->count)
+        if (k < 64 && !st->cq->ring.count)
             break;
     }
 }
@@ -895,7 +895,7 @@ static void reap(uw_sdp_stack *st)
 static void take_queued(uw_sdp_stack *st)
 {
     uw_wc wc[64];
-    for (int round = 0; round < 1024 && st->cq->count; round++) {
+    for (int round = 0; round < 1024 && st->cq->ring.count; round++) {
         int k = uw__cq_take(st->cq, wc, 64);
         for (int i = 0; i < k; i++)
             on_wc(&wc[i]);
@@ -926,7 +926,7 @@ void uw__sdp_progress(uw_sdp_stack *st)
             on_event(st, &ev);
             ne++;
         }
-        if (k < 64 && !ne && !st->cq->count)
+        if (k < 64 && !ne && !st->cq->ring.count)
             break;
     }
     timers(st);
@@ -941,7 +941,7 @@ int uw__sdp_wait(uw_sdp_sock *s, short events, uint64_t deadline_ns)
     /* Completions already in the CQ make no fd readable (verbs.h): a Send
      * that completed after the last pass would free the very slot this
      * thread waits for, and nothing would wake it. */
-    if (st->cq->count) {
+    if (st->cq->ring.count) {
         uw__sdp_progress(st);
         return 0;
     }
@@ -1003,7 +1003,7 @@ int uw_sdp_stack_wait_begin(uw_sdp_stack *st, int *fd, int *timeout_ms)
         rc = -EBUSY;
     } else {
         /* As in uw__sdp_wait: completions in the CQ make no fd readable. */
-        if (st->cq->count)
+        if (st->cq->ring.count)
             uw__sdp_progress(st);
         st->driving++;
         st->app_drives = true;
@@ -1024,7 +1024,7 @@ void uw_sdp_stack_wait_end(uw_sdp_stack *st, bool fired)
     if (st->driving)
         st->driving--;
     st->last_drive_ns = now;
-    if (fired || (st->next_deadline_ns && st->next_deadline_ns <= now) || st->cq->count)
+    if (fired || (st->next_deadline_ns && st->next_deadline_ns <= now) || st->cq->ring.count)
         uw__sdp_progress(st);
     uw__sdp_unlock(st);
 }

@@ -11,6 +11,8 @@
 
 #include "mpa/fpdu_walk.h"
 #include "rdmap/wire.h"
+#include "util/cq_ring.h"
+#include "util/mr_table.h"
 #include "uwarp/verbs.h"
 
 #define UW__MAX_IRD 128u
@@ -83,10 +85,7 @@ struct uw_ctx {
     bool deadline_dirty;            /* a QP's deadline changed since the timerfd was armed */
     /* Sockets of destroyed QPs still closing in order (io/linger.c). */
     struct uw__orphan *orphans;
-    /* STag table: index = stag >> 8, key = stag & 0xFF. */
-    uw_mr **mrs;
-    uint8_t *mr_key;
-    uint32_t mr_cap, mr_free_hint;
+    struct uw__mrt mrt; /* the STag table */
 };
 
 struct uw_pd {
@@ -95,20 +94,11 @@ struct uw_pd {
     unsigned id;
 };
 
-struct uw_mr {
-    uw_pd *pd;
-    uint8_t *addr;
-    uint64_t len;
-    unsigned access;
-    uint32_t stag;
-    bool valid;
-};
+/* struct uw_mr is plain data: util/mr_table.h. */
 
 struct uw_cq {
     uw_ctx *ctx;
-    uint64_t pushed; /* completions ever queued */
-    uw_wc *ring;
-    uint32_t cap, head, count;
+    struct uw__cqr ring;
     unsigned nqp;
 };
 

@@ -59,8 +59,7 @@ int uw_ctx_destroy(uw_ctx *c)
         n = next;
     }
     uw__ctx_fds_close(c);
-    c->alloc.free(c->alloc.ud, c->mrs);
-    c->alloc.free(c->alloc.ud, c->mr_key);
+    uw__mrt_free(&c->mrt, &c->alloc);
     c->alloc.free(c->alloc.ud, c);
     return 0;
 }
@@ -91,7 +90,7 @@ static void signal_others(uw_ctx *c, uint64_t wc_before, uint64_t ev_before, con
 {
     uint64_t wc = (c->produced - c->produced_ev) - wc_before;
     uint64_t ev = c->produced_ev - ev_before;
-    uint64_t own = mine ? mine->pushed - mine_before : 0;
+    uint64_t own = mine ? mine->ring.pushed - mine_before : 0;
     if ((mine && (ev || wc > own)) || (!mine && wc))
         uw__ctx_signal(c);
 }
@@ -190,43 +189,6 @@ int uw_pd_dealloc(uw_pd *pd)
     return 0;
 }
 
-/* STag layout: index << 8 | key. Index 0 is never used, so STag 0 (and the
- * STag 1 of a zero-length RTR Write) never names a region. */
-static int mr_slot(uw_ctx *c, uint32_t *idx)
-{
-    for (uint32_t i = 1; i < c->mr_cap; i++) {
-        uint32_t j = 1 + (c->mr_free_hint + i - 1) % (c->mr_cap - 1);
-        if (!c->mrs[j]) {
-            *idx = j;
-            c->mr_free_hint = j;
-            return 0;
-        }
-    }
-    uint32_t ncap = c->mr_cap ? c->mr_cap * 2 : 64;
-    if (ncap > (1u << 24))
-        return UW_ENOBUFS;
-    uw_mr **m = c->alloc.alloc(c->alloc.ud, ncap * sizeof(*m));
-    uint8_t *k = c->alloc.alloc(c->alloc.ud, ncap);
-    if (!m || !k) {
-        c->alloc.free(c->alloc.ud, m);
-        c->alloc.free(c->alloc.ud, k);
-        return UW_ENOMEM;
-    }
-    memset(m, 0, ncap * sizeof(*m));
-    memset(k, 0, ncap);
-    if (c->mr_cap) {
-        memcpy(m, c->mrs, c->mr_cap * sizeof(*m));
-        memcpy(k, c->mr_key, c->mr_cap);
-    }
-    c->alloc.free(c->alloc.ud, c->mrs);
-    c->alloc.free(c->alloc.ud, c->mr_key);
-    *idx = c->mr_cap ? c->mr_cap : 1;
-    c->mrs = m;
-    c->mr_key = k;
-    c->mr_cap = ncap;
-    return 0;
-}
-
 int uw_mr_reg(uw_pd *pd, void *addr, size_t len, unsigned access, uw_mr **out)
 {
     if (!pd || !out || (!addr && len) || (access & ~0xFu))
@@ -240,20 +202,16 @@ int uw_mr_reg(uw_pd *pd, void *addr, size_t len, unsigned access, uw_mr **out)
     uw_mr *mr = c->alloc.alloc(c->alloc.ud, sizeof(*mr));
     if (!mr)
         return UW_ENOMEM;
-    uint32_t idx;
-    int r = mr_slot(c, &idx);
+    int r = uw__mrt_add(&c->mrt, &c->alloc, mr);
     if (r < 0) {
         c->alloc.free(c->alloc.ud, mr);
         return r;
     }
-    c->mr_key[idx]++;
     mr->pd = pd;
     mr->addr = addr;
     mr->len = len;
     mr->access = access;
-    mr->stag = idx << 8 | c->mr_key[idx];
     mr->valid = true;
-    c->mrs[idx] = mr;
     pd->nmr++;
     *out = mr;
     return 0;
@@ -264,7 +222,7 @@ int uw_mr_dereg(uw_mr *mr)
     if (!mr)
         return UW_EINVAL;
     uw_ctx *c = mr->pd->ctx;
-    c->mrs[mr->stag >> 8] = NULL;
+    uw__mrt_remove(&c->mrt, mr);
     mr->pd->nmr--;
     c->alloc.free(c->alloc.ud, mr);
     return 0;
@@ -274,10 +232,7 @@ int uw_mr_rereg(uw_mr *mr)
 {
     if (!mr)
         return UW_EINVAL;
-    uw_ctx *c = mr->pd->ctx;
-    uint32_t idx = mr->stag >> 8;
-    c->mr_key[idx]++;
-    mr->stag = idx << 8 | c->mr_key[idx];
+    uw__mrt_rekey(&mr->pd->ctx->mrt, mr);
     mr->valid = true;
     return 0;
 }
@@ -292,14 +247,9 @@ bool uw_mr_valid(const uw_mr *mr)
     return mr && mr->valid;
 }
 
-/* The region an STag names, key included; NULL if none. Validity, PD and
- * bounds are the caller's checks, since each has its own error code. */
 uw_mr *uw__mr_lookup(uw_ctx *c, uint32_t stag)
 {
-    uint32_t idx = stag >> 8;
-    if (idx == 0 || idx >= c->mr_cap || !c->mrs[idx] || c->mrs[idx]->stag != stag)
-        return NULL;
-    return c->mrs[idx];
+    return uw__mrt_lookup(&c->mrt, stag);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -312,13 +262,13 @@ int uw_cq_create(uw_ctx *c, unsigned depth, uw_cq **out)
     if (!cq)
         return UW_ENOMEM;
     memset(cq, 0, sizeof(*cq));
-    cq->ring = c->alloc.alloc(c->alloc.ud, depth * sizeof(uw_wc));
-    if (!cq->ring) {
+    cq->ring.wc = c->alloc.alloc(c->alloc.ud, depth * sizeof(uw_wc));
+    if (!cq->ring.wc) {
         c->alloc.free(c->alloc.ud, cq);
         return UW_ENOMEM;
     }
     cq->ctx = c;
-    cq->cap = depth;
+    cq->ring.cap = depth;
     c->ncq++;
     *out = cq;
     return 0;
@@ -332,36 +282,28 @@ int uw_cq_destroy(uw_cq *cq)
         return UW_EBUSY;
     uw_ctx *c = cq->ctx;
     c->ncq--;
-    c->alloc.free(c->alloc.ud, cq->ring);
+    c->alloc.free(c->alloc.ud, cq->ring.wc);
     c->alloc.free(c->alloc.ud, cq);
     return 0;
 }
 
 bool uw__cq_full(const uw_cq *cq)
 {
-    return cq->count == cq->cap;
+    return uw__cqr_full(&cq->ring);
 }
 
 int uw__cq_push(uw_cq *cq, const uw_wc *wc)
 {
-    if (cq->count == cq->cap)
-        return UW_ENOBUFS;
-    cq->ring[(cq->head + cq->count) % cq->cap] = *wc;
-    cq->count++;
-    cq->pushed++;
-    cq->ctx->produced++;
-    return 0;
+    int r = uw__cqr_push(&cq->ring, wc);
+    if (r == 0)
+        cq->ctx->produced++;
+    return r;
 }
 
 int uw__cq_take(uw_cq *cq, uw_wc *wc, int n)
 {
-    bool was_full = cq->count == cq->cap;
-    int k = 0;
-    while (k < n && cq->count) {
-        wc[k++] = cq->ring[cq->head];
-        cq->head = (cq->head + 1) % cq->cap;
-        cq->count--;
-    }
+    bool was_full = uw__cqr_full(&cq->ring);
+    int k = uw__cqr_take(&cq->ring, wc, n);
     if (k && was_full) {
         /* Space freed: QPs paused on the full CQ may go on. */
         for (uw_qp *q = cq->ctx->qps; q; q = q->next)
@@ -376,11 +318,11 @@ int uw_cq_poll(uw_cq *cq, uw_wc *wc, int n)
     if (!cq || (!wc && n) || n < 0)
         return UW_EINVAL;
     uw_ctx *c = cq->ctx;
-    uint64_t wc0 = c->produced - c->produced_ev, ev0 = c->produced_ev, own0 = cq->pushed;
+    uint64_t wc0 = c->produced - c->produced_ev, ev0 = c->produced_ev, own0 = cq->ring.pushed;
     /* One engine pass per call, before taking when the queue alone cannot
      * fill the request. A second pass after a hit would put one more system
      * call between a received message and the caller's answer to it. */
-    bool fill = cq->count < (uint32_t)n;
+    bool fill = cq->ring.count < (uint32_t)n;
     if (fill)
         uw_ctx_progress(c);
     int k = uw__cq_take(cq, wc, n);
@@ -410,7 +352,7 @@ int uw_cq_wait(uw_cq *cq, uw_wc *wc, int n, int timeout_ms)
             left = (int)((end - now + 999999u) / 1000000u);
         }
         uw_ctx *c = cq->ctx;
-        uint64_t wc0 = c->produced - c->produced_ev, ev0 = c->produced_ev, own0 = cq->pushed;
+        uint64_t wc0 = c->produced - c->produced_ev, ev0 = c->produced_ev, own0 = cq->ring.pushed;
         int r = uw_ctx_wait(c, left);
         signal_others(c, wc0, ev0, cq, own0);
         if (r < 0 && r != UW_ETIMEDOUT)

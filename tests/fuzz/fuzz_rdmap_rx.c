@@ -199,7 +199,7 @@ static void check_wc(fz_qp *f)
     int n;
     /* uw_cq_poll() also progresses the context (system calls): only when
      * there is something to take. */
-    if (!f->rcq->count && !f->scq->count)
+    if (!f->rcq->ring.count && !f->scq->ring.count)
         return;
     while ((n = uw_cq_poll(f->rcq, wc, 16)) > 0) {
         for (int i = 0; i < n; i++) {
