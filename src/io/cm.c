@@ -278,7 +278,7 @@ static void fill_event(uw_qp *qp, uw_cm_event *ev, int type, const uw_mpa_frame 
     memset(ev, 0, sizeof(*ev));
     ev->type = type;
     ev->qp = qp;
-    ev->mpa = qp->mpa;
+    ev->mpa = qp->rd.mpa;
     ev->peer = qp->peer;
     if (peer) {
         ev->private_data_len = peer->ulp_pd_len;
@@ -328,11 +328,11 @@ static void start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator)
 static int got_request(uw_qp *qp)
 {
     uw_mpa_frame rep;
-    int r = uw_mpa_respond(&qp->pol, &qp->req, false, NULL, 0, &rep, &qp->mpa);
+    int r = uw_mpa_respond(&qp->pol, &qp->req, false, NULL, 0, &rep, &qp->rd.mpa);
     if (r == UW_EMPA_IRD || r == UW_EMPA_RTR) {
         /* RFC 6581 9: say why in a rejecting Reply, then close. */
         uw_mpa_frame rj;
-        if (uw_mpa_respond(&qp->pol, &qp->req, true, NULL, 0, &rj, &qp->mpa) == 0 ||
+        if (uw_mpa_respond(&qp->pol, &qp->req, true, NULL, 0, &rj, &qp->rd.mpa) == 0 ||
             r == UW_EMPA_IRD) {
             ssize_t n =
                 uw_mpa_frame_encode(r == UW_EMPA_IRD ? &rep : &rj, qp->hs_out, sizeof(qp->hs_out));
@@ -375,7 +375,7 @@ int uw_accept(uw_qp *qp, const uw_conn_param *p)
     }
     uw_mpa_frame rep;
     int r = uw_mpa_respond(&qp->pol, &qp->req, false, qp->param_pd, qp->param.private_data_len,
-                           &rep, &qp->mpa);
+                           &rep, &qp->rd.mpa);
     if (r < 0)
         return r;
     ssize_t n = uw_mpa_frame_encode(&rep, qp->hs_out, sizeof(qp->hs_out));
@@ -389,10 +389,10 @@ int uw_accept(uw_qp *qp, const uw_conn_param *p)
         uw__listener_update(qp->listener);
         qp->listener = NULL;
     }
-    start(qp, &qp->mpa, false);
+    start(qp, &qp->rd.mpa, false);
     qp->cm = UW__CM_RTS;
-    /* Peer-to-peer: established once the RTR is in (uw__cm_rtr_arrived). */
-    if (qp->mpa.p2p)
+    /* Peer-to-peer: established once the RTR is in (rtr_arrived()). */
+    if (qp->rd.mpa.p2p)
         uw__set_deadline(qp, deadline(&qp->param, false));
     else {
         uw__set_deadline(qp, 0);
@@ -434,7 +434,7 @@ int uw_reject(uw_qp *qp, const void *pd, size_t pd_len)
 /* Initiator: a complete Reply is in qp->rep. */
 static int got_reply(uw_qp *qp)
 {
-    int r = uw_mpa_accept_reply(&qp->pol, &qp->req, &qp->rep, &qp->mpa);
+    int r = uw_mpa_accept_reply(&qp->pol, &qp->req, &qp->rep, &qp->rd.mpa);
     uw_cm_event ev;
     if (r == UW_ECONNREFUSED) {
         fill_event(qp, &ev, UW_CM_REJECTED, &qp->rep);
@@ -445,10 +445,10 @@ static int got_reply(uw_qp *qp)
     if (r == UW_EMPA_IRD || r == UW_EMPA_RTR) {
         /* RFC 6581 9.2/7.1: the initiator reports these with a Terminate
          * (codes 6 and 7), which needs the negotiated framing. */
-        uw_mpa_params prm = qp->mpa;
+        uw_mpa_params prm = qp->rd.mpa;
         prm.ddp_version = 1;
         start(qp, &prm, true);
-        qp->rtr_pending_tx = false;
+        qp->rd.rtr_pending_tx = false;
         uw__qp_terminate(qp, r, NULL, NULL);
         qp->cm = UW__CM_RTS;
         qp->setup_failed = true;
@@ -456,7 +456,7 @@ static int got_reply(uw_qp *qp)
     }
     if (r < 0)
         return r;
-    start(qp, &qp->mpa, true);
+    start(qp, &qp->rd.mpa, true);
     qp->cm = UW__CM_RTS;
     uw__set_deadline(qp, 0);
     fill_event(qp, &ev, UW_CM_ESTABLISHED, &qp->rep);
@@ -464,18 +464,18 @@ static int got_reply(uw_qp *qp)
     return 0;
 }
 
-void uw__cm_rtr_arrived(uw_qp *qp, uint8_t rtr_type)
+/* The responder's peer-to-peer RTR has arrived (the core has already made
+ * rd.mpa.rtr name it): the connection is up. */
+static void rtr_arrived(uw_qp *qp)
 {
     uw__set_deadline(qp, 0);
-    /* From here on the parameters name the RTR that came, not those offered. */
-    qp->mpa.rtr = rtr_type;
     uw__kick(qp);
     uw_cm_event ev;
     fill_event(qp, &ev, UW_CM_ESTABLISHED, &qp->req);
     uw__event_push(qp->ctx, &ev);
 }
 
-void uw__cm_term_received(uw_qp *qp, const uw__term_msg *t)
+static void term_received(uw_qp *qp, const uw__term_msg *t)
 {
     uw_cm_event ev;
     fill_event(qp, &ev, UW_CM_TERMINATED, NULL);
@@ -491,11 +491,36 @@ void uw__cm_term_received(uw_qp *qp, const uw__term_msg *t)
     qp->term_reported = true;
 }
 
+/* In the order the core found them: a call can bring the RTR and then the
+ * peer's Terminate, and the RTR's ESTABLISHED goes first, as it did when the
+ * core reported each as it came. */
+void uw__qp_news(uw_qp *qp)
+{
+    struct uw__rdmap *rd = &qp->rd;
+    unsigned news = rd->news;
+    rd->news = 0;
+    if (news & UW__RD_WC) {
+        qp->ctx->produced += rd->wc_new;
+        rd->wc_new = 0;
+    }
+    if (news & UW__RD_KICK)
+        uw__kick(qp);
+    if (news & UW__RD_RTR_ARRIVED)
+        rtr_arrived(qp);
+    if (news & UW__RD_TERM_QUEUED) {
+        qp->close_err = rd->term_err;
+        uw__log(qp->ctx, UW_LOG_WARN, "QP[%u]: sending Terminate: %s (%s)", qp->id,
+                uw_term_describe(rd->term_out.term), uw_strerror(rd->term_err));
+    }
+    if (news & UW__RD_TERM_RECEIVED)
+        term_received(qp, &rd->term_in);
+}
+
 /* Feeds staged octets to the startup-frame parser. Returns 1 when the frame
  * is complete, 0 when more is needed, or an error. */
 static int parse_frame(uw_qp *qp, uw_mpa_frame *out)
 {
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &qp->rd.rx;
     ssize_t n = uw_mpa_frame_parser_feed(&qp->parser, rx->stage + rx->st_head,
                                          rx->st_tail - rx->st_head, out);
     if (n < 0)
@@ -531,7 +556,7 @@ int uw__cm_handshake(uw_qp *qp, unsigned events)
     }
     if (qp->cm != UW__CM_WAIT_REPLY && qp->cm != UW__CM_WAIT_REQUEST)
         return 0;
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &qp->rd.rx;
     for (;;) {
         uw_mpa_frame *f = qp->cm == UW__CM_WAIT_REPLY ? &qp->rep : &qp->req;
         if (rx->st_head < rx->st_tail) {

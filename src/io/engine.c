@@ -20,7 +20,7 @@ void uw__qp_update_io(uw_qp *qp)
     /* After the peer's FIN the socket stays readable forever: stop asking. */
     unsigned want = qp->eof_seen ? 0 : EPOLLIN | EPOLLRDHUP;
     bool tx = qp->cm == UW__CM_CONNECTING || qp->hs_off < qp->hs_len ||
-              ((qp->cm == UW__CM_RTS || qp->cm == UW__CM_LINGER) && qp->txf_count);
+              ((qp->cm == UW__CM_RTS || qp->cm == UW__CM_LINGER) && qp->rd.txf_count);
     if (tx)
         want |= EPOLLOUT;
     if (!want) {
@@ -80,7 +80,7 @@ static void event_simple(uw_qp *qp, int type, int err)
     ev.type = type;
     ev.qp = qp;
     ev.err = err;
-    ev.mpa = qp->mpa;
+    ev.mpa = qp->rd.mpa;
     ev.peer = qp->peer;
     uw__event_push(qp->ctx, &ev);
 }
@@ -142,8 +142,8 @@ static void term_written(uw_qp *qp)
         ev.type = qp->setup_failed || qp->deadline_ns ? UW_CM_CONNECT_ERROR : UW_CM_TERMINATED;
         ev.qp = qp;
         ev.err = qp->close_err;
-        ev.term = qp->term_out.term;
-        ev.mpa = qp->mpa;
+        ev.term = qp->rd.term_out.term;
+        ev.mpa = qp->rd.mpa;
         ev.peer = qp->peer;
         uw__event_push(qp->ctx, &ev);
         qp->term_reported = true;
@@ -187,8 +187,8 @@ static void emss_check(uw_qp *qp, size_t sent)
         qp->emss_left -= (uint32_t)sent;
         return;
     }
-    uint32_t m = uw__cm_mulpdu(qp, qp->flags_tx & UW_MPA_MARKERS);
-    qp->mulpdu = m < qp->mulpdu_max ? m : qp->mulpdu_max;
+    uint32_t m = uw__cm_mulpdu(qp, qp->rd.flags_tx & UW_MPA_MARKERS);
+    qp->rd.mulpdu = m < qp->rd.mulpdu_max ? m : qp->rd.mulpdu_max;
     if (qp->emss_every < UW__EMSS_LAST)
         qp->emss_every *= 2;
     qp->emss_left = qp->emss_every;
@@ -211,7 +211,7 @@ static int do_tx(uw_qp *qp)
         }
         uw__qp_tx_advance(qp, (size_t)w);
         emss_check(qp, (size_t)w);
-        if (qp->term_done) {
+        if (qp->rd.term_done) {
             term_written(qp);
             return 0;
         }
@@ -223,8 +223,9 @@ static int do_tx(uw_qp *qp)
     if (round == 64)
         uw__qp_tx_pending(qp);
     /* Graceful close once everything queued has gone out. */
-    if (qp->disconnect_req && !qp->fin_sent && !qp->txf_count && !qp->dead) {
-        bool idle = !qp->txf_count && qp->sq_next >= qp->sq_count && qp->irq_tx >= qp->irq_count;
+    if (qp->disconnect_req && !qp->fin_sent && !qp->rd.txf_count && !qp->rd.dead) {
+        bool idle = !qp->rd.txf_count && qp->rd.sq_next >= qp->rd.sq_count &&
+                    qp->rd.irq_tx >= qp->rd.irq_count;
         if (idle) {
             uw__log(qp->ctx, UW_LOG_DEBUG, "QP[%u]: all sent, closing our direction", qp->id);
             shutdown(qp->fd, SHUT_WR);
@@ -244,9 +245,9 @@ static int at_eof(uw_qp *qp)
     int e = uw__qp_rx_advance(qp, 0);
     if (e == UW_ETERM_RECEIVED)
         return e;
-    if (qp->dead)
+    if (qp->rd.dead)
         return 1;
-    if (qp->rx.st_head < qp->rx.st_tail && !qp->rx.in_fpdu)
+    if (qp->rd.rx.st_head < qp->rd.rx.st_tail && !qp->rd.rx.in_fpdu)
         return 0; /* paused: come back when the application polls */
     e = uw__qp_rx_eof(qp);
     if (e < 0) {
@@ -270,14 +271,14 @@ static ssize_t sock_read(int fd, struct iovec *iov, int n, int flags)
 static int do_rx(uw_qp *qp)
 {
     if (qp->eof_seen)
-        return qp->peer_fin || qp->dead ? 0 : at_eof(qp);
-    if (qp->rx.st_head < qp->rx.st_tail) {
+        return qp->peer_fin || qp->rd.dead ? 0 : at_eof(qp);
+    if (qp->rd.rx.st_head < qp->rd.rx.st_tail) {
         /* Octets staged while a full CQ paused us: first those. */
         int e = uw__qp_rx_advance(qp, 0);
         if (e < 0)
             return e == UW_ETERM_RECEIVED ? e : 0;
     }
-    for (int round = 0; round < 64 && !qp->dead; round++) {
+    for (int round = 0; round < 64 && !qp->rd.dead; round++) {
         struct iovec iov[UW__RX_PLAN];
         int n = uw__qp_rx_iov(qp, iov, UW__RX_PLAN);
         if (n <= 0)
@@ -307,7 +308,7 @@ static int do_rx(uw_qp *qp)
  * the reset does. */
 static int tx_failed(uw_qp *qp, int r)
 {
-    if ((r == UW_ECONNRESET || r == UW_EPIPE) && !qp->dead && !qp->eof_seen &&
+    if ((r == UW_ECONNRESET || r == UW_EPIPE) && !qp->rd.dead && !qp->eof_seen &&
         do_rx(qp) == UW_ETERM_RECEIVED)
         return UW_ETERM_RECEIVED;
     return r;
@@ -376,7 +377,7 @@ static void service(uw_qp *qp, unsigned events)
             uw__qp_update_io(qp);
             return;
         }
-        if (qp->rx.st_head < qp->rx.st_tail) {
+        if (qp->rd.rx.st_head < qp->rd.rx.st_tail) {
             /* FPDUs that came with the Reply. */
             int e = uw__qp_rx_advance(qp, 0);
             if (e == UW_ETERM_RECEIVED) {
@@ -417,7 +418,7 @@ static void service(uw_qp *qp, unsigned events)
         uw__qp_update_io(qp);
         return;
     }
-    if (qp->peer_fin && !qp->disc_reported && !qp->dead) {
+    if (qp->peer_fin && !qp->disc_reported && !qp->rd.dead) {
         qp->disc_reported = true;
         event_simple(qp, UW_CM_DISCONNECTED, 0);
     }
@@ -465,7 +466,7 @@ static uw_qp *direct_qp(const uw_ctx *c)
 {
     uw_qp *q = c->qps;
     if (!q || q->next || c->ev_armed || q->deadline_ns || q->cm != UW__CM_RTS || q->fd < 0 ||
-        q->dead || q->eof_seen)
+        q->rd.dead || q->eof_seen)
         return NULL;
     return q;
 }
@@ -509,7 +510,7 @@ void uw__ctx_attach(uw_ctx *c)
 static bool poll_detached(uw_ctx *c, uw_qp *q, int timeout_ms)
 {
     short want = POLLIN | POLLRDHUP;
-    if (q->txf_count || q->hs_off < q->hs_len)
+    if (q->rd.txf_count || q->hs_off < q->hs_len)
         want |= POLLOUT;
     struct pollfd p[2] = {{.fd = q->fd, .events = want}, {.fd = c->epfd, .events = POLLIN}};
     if (poll(p, 2, timeout_ms) <= 0)
@@ -611,8 +612,8 @@ static int wait_in_recv(uw_ctx *c, int timeout_ms)
 {
     uw_qp *q = c->qps;
     if (!q || q->next || c->nlisten || c->ev_armed || c->sig_soft || c->timer_ns || !timeout_ms ||
-        q->cm != UW__CM_RTS || q->fd < 0 || q->dead || q->kick || q->txf_count || q->eof_seen ||
-        q->hs_off < q->hs_len || q->disconnect_req)
+        q->cm != UW__CM_RTS || q->fd < 0 || q->rd.dead || q->kick || q->rd.txf_count ||
+        q->eof_seen || q->hs_off < q->hs_len || q->disconnect_req)
         return -1;
     detach(c, q);
     struct iovec iov[UW__RX_PLAN];
@@ -641,7 +642,7 @@ static int wait_in_recv(uw_ctx *c, int timeout_ms)
         qp_fail(q, e);
         return 1;
     }
-    if (q->dead) {
+    if (q->rd.dead) {
         uw__kick(q); /* our Terminate goes out through the normal path */
         return -1;
     }
@@ -671,7 +672,7 @@ int uw_ctx_wait(uw_ctx *c, int timeout_ms)
 
 void uw__qp_doorbell(uw_qp *qp)
 {
-    if (qp->cm != UW__CM_RTS || qp->fd < 0 || qp->dead) {
+    if (qp->cm != UW__CM_RTS || qp->fd < 0 || qp->rd.dead) {
         uw__kick(qp); /* runs once the connection is up */
         return;
     }

@@ -28,7 +28,7 @@
  * only for destroying a live connection nobody asked to close. */
 static bool owes_orderly_end(const uw_qp *qp)
 {
-    return qp->cm == UW__CM_LINGER || qp->term_queued || qp->disconnect_req ||
+    return qp->cm == UW__CM_LINGER || qp->rd.term_queued || qp->disconnect_req ||
            (qp->release_fin && qp->state != UW_QPS_ERROR);
 }
 
@@ -112,7 +112,7 @@ static bool adopt(uw_qp *qp)
     memset(o, 0, sizeof(*o));
     uint8_t *frames = NULL;
     ssize_t nf = 0;
-    if (qp->cm == UW__CM_RTS || (qp->term_queued && !qp->term_done))
+    if (qp->cm == UW__CM_RTS || (qp->rd.term_queued && !qp->rd.term_done))
         nf = uw__qp_tx_take(qp, &frames);
     size_t hs = qp->hs_off < qp->hs_len ? qp->hs_len - qp->hs_off : 0;
     size_t total = hs + (nf > 0 ? (size_t)nf : 0);

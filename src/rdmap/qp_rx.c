@@ -2,7 +2,7 @@
  * (fpdu_walk.h), reads the MPA length and the DDP/RDMAP header, then lets
  * payload land where it belongs: tagged payload in the registered region,
  * untagged payload in the posted receive buffer. The I/O layer asks
- * uw__qp_rx_iov() where the next octets go and reads them there directly;
+ * uw__rd_rx_iov() where the next octets go and reads them there directly;
  * bytes that arrive ahead (headers, small messages) sit in a staging buffer
  * and are copied out. The CRC is computed over the octets where they land.
  *
@@ -14,25 +14,25 @@
 #include <string.h>
 
 #include "uwarp/crc32c.h"
-#include "verbs/internal.h"
+#include "rdmap/rdmap.h"
 
 static uint32_t le32(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static bool paused(uw_qp *qp)
+static bool paused(struct uw__rdmap *rd)
 {
     /* At an FPDU boundary: one free slot in each CQ covers anything the next
      * FPDU can complete. */
-    return uw__cq_full(qp->rcq) || uw__cq_full(qp->scq);
+    return uw__cqr_full(rd->rcq) || uw__cqr_full(rd->scq);
 }
 
-static void fpdu_start(uw_qp *qp)
+static void fpdu_start(struct uw__rdmap *rd)
 {
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &rd->rx;
     rx->in_fpdu = true;
-    uw__walk_init(&rx->w, rx->pos, 0, qp->flags_rx & UW_MPA_MARKERS);
+    uw__walk_init(&rx->w, rx->pos, 0, rd->flags_rx & UW_MPA_MARKERS);
     rx->have_run = false;
     rx->len_known = false;
     rx->hdr_done = false;
@@ -51,10 +51,10 @@ static uint32_t plen(const struct uw__rx *rx)
     return rx->n - rx->hlen;
 }
 
-static struct uw__swqe *orq_head(uw_qp *qp)
+static struct uw__swqe *orq_head(struct uw__rdmap *rd)
 {
-    for (uint32_t i = 0; i < qp->sq_count; i++) {
-        struct uw__swqe *q = &qp->sq[(qp->sq_head + i) % qp->sq_cap];
+    for (uint32_t i = 0; i < rd->sq_count; i++) {
+        struct uw__swqe *q = &rd->sq[(rd->sq_head + i) % rd->sq_cap];
         if (q->state == UW__WQE_WAIT_RESP)
             return q;
     }
@@ -63,13 +63,13 @@ static struct uw__swqe *orq_head(uw_qp *qp)
 
 /* A tagged target: the region named by stag must hold [to, to+len) with the
  * rights given. Codes per RFC 5041 7.2 (DDP) and RFC 5040 7.1 (RDMAP). */
-static int tagged_target(uw_qp *qp, uint32_t stag, uint64_t to, uint32_t len, unsigned need,
-                         bool rdmap, uint8_t **out)
+static int tagged_target(struct uw__rdmap *rd, uint32_t stag, uint64_t to, uint32_t len,
+                         unsigned need, bool rdmap, uint8_t **out)
 {
-    uw_mr *mr = uw__mr_lookup(qp->ctx, stag);
+    uw_mr *mr = uw__mrt_lookup(rd->mrt, stag);
     if (!mr || !mr->valid)
         return rdmap ? UW_ERDMAP_STAG : UW_EDDP_STAG;
-    if (mr->pd != qp->pd)
+    if (mr->pd != rd->pd)
         return rdmap ? UW_ERDMAP_PD : UW_EDDP_PD;
     if ((mr->access & need) != need)
         return UW_ERDMAP_ACCESS;
@@ -101,13 +101,13 @@ static bool untagged_op_ok(uint8_t op, uint32_t qn)
 
 /* The header is complete: validate it and choose where the payload goes.
  * Returns a fault to report after the CRC check, or 0. */
-static int header_done(uw_qp *qp)
+static int header_done(struct uw__rdmap *rd)
 {
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &rd->rx;
     uw__ddp_hdr *h = &rx->h;
     uw__ddp_hdr_decode(rx->hdr + 2, rx->hlen, h);
     uint32_t len = plen(rx);
-    if (h->dv != (qp->mpa.ddp_version ? 1 : 0))
+    if (h->dv != (rd->mpa.ddp_version ? 1 : 0))
         return UW_EDDP_VERSION;
     if (h->rv != 1)
         return UW_ERDMAP_VERSION;
@@ -115,55 +115,55 @@ static int header_done(uw_qp *qp)
         if (h->opcode != UW__OP_WRITE && h->opcode != UW__OP_READ_RESP)
             return UW_ERDMAP_OPCODE;
         if (h->opcode == UW__OP_WRITE) {
-            if (qp->rtr_pending_rx) {
+            if (rd->rtr_pending_rx) {
                 /* RFC 6581 7.1: the zero-length Write RTR places nothing. */
-                if (!(qp->mpa.rtr & UW_MPA_RTR_WRITE) || len || !h->last)
+                if (!(rd->mpa.rtr & UW_MPA_RTR_WRITE) || len || !h->last)
                     return UW_EMPA_RTR_MISSING;
                 return 0;
             }
             if (len == 0)
                 return 0;
             rx->dest = UW__D_MEM;
-            return tagged_target(qp, h->stag, h->to, len,
+            return tagged_target(rd, h->stag, h->to, len,
                                  UW_ACCESS_REMOTE_WRITE | UW_ACCESS_LOCAL_WRITE, false, &rx->dptr);
         }
-        if (qp->rtr_pending_rx)
+        if (rd->rtr_pending_rx)
             return UW_EMPA_RTR_MISSING;
-        if (qp->rtr_read_out)
+        if (rd->rtr_read_out)
             return len == 0 && h->last ? 0 : UW_ERDMAP_UNEXPECTED;
-        struct uw__swqe *q = orq_head(qp);
+        struct uw__swqe *q = orq_head(rd);
         if (!q)
             return UW_ERDMAP_UNEXPECTED;
         uint32_t sink = q->len ? q->sge[0].lkey : 0;
-        uint64_t to = (q->len ? q->sge[0].addr : 0) + qp->read_resp_off;
-        if (h->stag != sink || h->to != to || len > q->len - qp->read_resp_off)
+        uint64_t to = (q->len ? q->sge[0].addr : 0) + rd->read_resp_off;
+        if (h->stag != sink || h->to != to || len > q->len - rd->read_resp_off)
             return UW_ERDMAP_UNEXPECTED;
         if (len == 0)
             return 0;
         rx->dest = UW__D_MEM;
-        return tagged_target(qp, h->stag, h->to, len, UW_ACCESS_LOCAL_WRITE, false, &rx->dptr);
+        return tagged_target(rd, h->stag, h->to, len, UW_ACCESS_LOCAL_WRITE, false, &rx->dptr);
     }
     if (h->qn > UW__QN_TERM)
         return UW_EDDP_QN;
     if (!untagged_op_ok(h->opcode, h->qn))
         return UW_ERDMAP_OPCODE;
-    if (h->msn != qp->msn_rx[h->qn])
+    if (h->msn != rd->msn_rx[h->qn])
         return UW_EDDP_MSN;
-    uint32_t mo_expect = h->qn == UW__QN_SEND ? qp->rq_msg_off : 0;
+    uint32_t mo_expect = h->qn == UW__QN_SEND ? rd->rq_msg_off : 0;
     if (h->mo != mo_expect)
         return UW_EDDP_MO;
     /* A Terminate is taken whenever it comes: siw sends one instead of the
      * RTR when it cannot match an RTR type. */
-    if (qp->rtr_pending_rx && h->qn != UW__QN_TERM) {
-        if (h->qn == UW__QN_SEND && (qp->mpa.rtr & UW_MPA_RTR_SEND) && len == 0 && h->last)
+    if (rd->rtr_pending_rx && h->qn != UW__QN_TERM) {
+        if (h->qn == UW__QN_SEND && (rd->mpa.rtr & UW_MPA_RTR_SEND) && len == 0 && h->last)
             return 0; /* the Send RTR: consumes no receive buffer */
-        if (h->qn != UW__QN_READ || !(qp->mpa.rtr & UW_MPA_RTR_READ))
+        if (h->qn != UW__QN_READ || !(rd->mpa.rtr & UW_MPA_RTR_READ))
             return UW_EMPA_RTR_MISSING;
     }
     if (h->qn == UW__QN_SEND) {
-        if (!qp->rq_count)
+        if (!rd->rq_count)
             return UW_EDDP_NOBUF;
-        struct uw__rwqe *r = &qp->rq[qp->rq_head];
+        struct uw__rwqe *r = &rd->rq[rd->rq_head];
         if ((uint64_t)h->mo + len > r->len)
             return UW_EDDP_TOO_LONG;
         rx->dest = UW__D_RECV;
@@ -180,9 +180,9 @@ static int header_done(uw_qp *qp)
 }
 
 /* Copies staged payload octets to their destination. */
-static void place(uw_qp *qp, const uint8_t *p, uint32_t n)
+static void place(struct uw__rdmap *rd, const uint8_t *p, uint32_t n)
 {
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &rd->rx;
     switch (rx->dest) {
     case UW__D_MEM:
         if (!rx->dstart)
@@ -222,9 +222,9 @@ static void place(uw_qp *qp, const uint8_t *p, uint32_t n)
 }
 
 /* Zeroes what this FPDU placed: its CRC failed. */
-static void scrub(uw_qp *qp)
+static void scrub(struct uw__rdmap *rd)
 {
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &rd->rx;
     if (rx->dest == UW__D_MEM && rx->dstart)
         memset(rx->dstart, 0, (size_t)(rx->dptr - rx->dstart));
     if (rx->dest == UW__D_RECV && rx->rmo > rx->rstart) {
@@ -245,75 +245,82 @@ static void scrub(uw_qp *qp)
     }
 }
 
-static int fail(uw_qp *qp, int err, bool with_hdr)
+static int fail(struct uw__rdmap *rd, int err, bool with_hdr)
 {
-    struct uw__rx *rx = &qp->rx;
-    bool rd =
+    struct uw__rx *rx = &rd->rx;
+    bool rr =
         with_hdr && !rx->h.tagged && rx->h.qn == UW__QN_READ && rx->small_len >= UW__READ_REQ_LEN;
-    uw__qp_terminate(qp, err, with_hdr ? &rx->h : NULL, rd ? rx->small : NULL);
+    uw__rd_terminate(rd, err, with_hdr ? &rx->h : NULL, rr ? rx->small : NULL);
     rx->in_fpdu = false;
     return err;
 }
 
-static int read_request(uw_qp *qp)
+/* RFC 6581 7.1: the RTR came. From here on the parameters name the RTR
+ * that came, not those offered. */
+static void rtr_arrived(struct uw__rdmap *rd, uint8_t type)
 {
-    struct uw__rx *rx = &qp->rx;
+    rd->rtr_pending_rx = false;
+    rd->mpa.rtr = type;
+    rd->news |= UW__RD_RTR_ARRIVED;
+}
+
+static int read_request(struct uw__rdmap *rd)
+{
+    struct uw__rx *rx = &rd->rx;
     uw__read_req rr;
     uw__read_req_decode(rx->small, &rr);
-    uint32_t ird = qp->mpa.ird;
+    uint32_t ird = rd->mpa.ird;
     if (ird == UW_MPA_NO_NEGOTIATION || ird > UW__MAX_IRD)
         ird = UW__MAX_IRD;
-    if (qp->irq_count >= ird)
+    if (rd->irq_count >= ird)
         return UW_ERDMAP_IRD; /* RFC 5040 6.3: beyond IRD is the peer's error */
-    struct uw__irq_ent *e = &qp->irq[(qp->irq_head + qp->irq_count) % UW__MAX_IRD];
+    struct uw__irq_ent *e = &rd->irq[(rd->irq_head + rd->irq_count) % UW__MAX_IRD];
     e->rr = rr;
     e->off = 0;
     e->src = NULL;
-    bool rtr = qp->rtr_pending_rx;
+    bool rtr = rd->rtr_pending_rx;
     if (rtr && rr.size != 0)
         return UW_EMPA_RTR_MISSING;
     if (rr.size) {
-        int err = tagged_target(qp, rr.src_stag, rr.src_to, rr.size, UW_ACCESS_REMOTE_READ, true,
+        int err = tagged_target(rd, rr.src_stag, rr.src_to, rr.size, UW_ACCESS_REMOTE_READ, true,
                                 &e->src);
         if (err)
             return err;
     }
-    qp->irq_count++;
-    qp->msn_rx[UW__QN_READ]++;
-    uw__kick(qp);
+    rd->irq_count++;
+    rd->msn_rx[UW__QN_READ]++;
+    rd->news |= UW__RD_KICK;
     if (rtr) {
-        qp->rtr_pending_rx = false;
-        uw__cm_rtr_arrived(qp, UW_MPA_RTR_READ);
+        rtr_arrived(rd, UW_MPA_RTR_READ);
     }
     return 0;
 }
 
-static int send_done(uw_qp *qp)
+static int send_done(struct uw__rdmap *rd)
 {
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &rd->rx;
     uw__ddp_hdr *h = &rx->h;
-    if (qp->rtr_pending_rx) {
-        qp->msn_rx[UW__QN_SEND]++;
-        qp->rtr_pending_rx = false;
-        uw__cm_rtr_arrived(qp, UW_MPA_RTR_SEND);
+    if (rd->rtr_pending_rx) {
+        rd->msn_rx[UW__QN_SEND]++;
+        rtr_arrived(rd, UW_MPA_RTR_SEND);
         return 0;
     }
-    qp->rq_msg_off = rx->rmo;
+    rd->rq_msg_off = rx->rmo;
     if (!h->last)
         return 0;
     uw_wc wc = {.wr_id = rx->rwqe->wr.wr_id,
                 .status = UW_WC_SUCCESS,
                 .opcode = UW_WC_RECV,
-                .byte_len = qp->rq_msg_off,
-                .qp = qp};
+                .byte_len = rd->rq_msg_off,
+                .qp = rd->qp};
     if (h->opcode == UW__OP_SEND_SE || h->opcode == UW__OP_SEND_SE_INV)
         wc.flags |= UW_WC_SOLICITED;
     if (h->opcode == UW__OP_SEND_INV || h->opcode == UW__OP_SEND_SE_INV) {
         /* RFC 5040 6.10: invalidate before the completion is reported. */
-        uw_mr *mr = uw__mr_lookup(qp->ctx, h->stag);
+        uw_mr *mr = uw__mrt_lookup(rd->mrt, h->stag);
         if (!mr)
             return UW_ERDMAP_STAG;
-        if (mr->pd != qp->pd)
+        if (mr->pd != rd->pd)
             return UW_ERDMAP_PD; /* as for a Read Request's source (code 3) */
         if (!(mr->access & UW_ACCESS_REMOTE_INVALIDATE))
             return UW_ERDMAP_INVALIDATE;
@@ -321,86 +328,86 @@ static int send_done(uw_qp *qp)
         wc.flags |= UW_WC_WITH_INV;
         wc.invalidated_stag = h->stag;
     }
-    uw__cq_push(qp->rcq, &wc);
-    qp->rq_head = (qp->rq_head + 1) % qp->rq_cap;
-    qp->rq_count--;
-    qp->rq_msg_off = 0;
-    qp->msn_rx[UW__QN_SEND]++;
+    uw__rd_complete(rd, rd->rcq, &wc);
+    rd->rq_head = (rd->rq_head + 1) % rd->rq_cap;
+    rd->rq_count--;
+    rd->rq_msg_off = 0;
+    rd->msn_rx[UW__QN_SEND]++;
     return 0;
 }
 
-static int fpdu_end(uw_qp *qp)
+static int fpdu_end(struct uw__rdmap *rd)
 {
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &rd->rx;
     rx->in_fpdu = false;
     rx->big = rx->n >= UW__RX_BIG;
     rx->pos = rx->w.pos + rx->w.wire;
-    if ((qp->flags_rx & UW_MPA_CRC) && uw_crc32c_final(rx->crc) != le32(rx->crcf)) {
-        scrub(qp);
-        return fail(qp, UW_EMPA_CRC, false);
+    if ((rd->flags_rx & UW_MPA_CRC) && uw_crc32c_final(rx->crc) != le32(rx->crcf)) {
+        scrub(rd);
+        return fail(rd, UW_EMPA_CRC, false);
     }
     if (rx->marker_bad) {
-        scrub(qp); /* its placement is as untrustworthy as a CRC failure's */
-        return fail(qp, UW_EMPA_MARKER, false);
+        scrub(rd); /* its placement is as untrustworthy as a CRC failure's */
+        return fail(rd, UW_EMPA_MARKER, false);
     }
     if (!rx->hdr_done && !rx->pending_err)
         rx->pending_err = UW_EDDP_HDR;
     if (rx->pending_err)
-        return fail(qp, rx->pending_err, rx->hdr_done);
-    if (qp->first_rx_pending) {
+        return fail(rd, rx->pending_err, rx->hdr_done);
+    if (rd->first_rx_pending) {
         /* RFC 5044 7.1.2 rule 4: the responder may send from now on. */
-        qp->first_rx_pending = false;
-        uw__kick(qp);
+        rd->first_rx_pending = false;
+        rd->news |= UW__RD_KICK;
     }
     uw__ddp_hdr *h = &rx->h;
     int err = 0;
     if (h->tagged) {
         if (h->opcode == UW__OP_WRITE) {
-            if (qp->rtr_pending_rx) {
-                qp->rtr_pending_rx = false;
-                uw__cm_rtr_arrived(qp, UW_MPA_RTR_WRITE);
+            if (rd->rtr_pending_rx) {
+                rtr_arrived(rd, UW_MPA_RTR_WRITE);
             }
             return 0;
         }
-        if (qp->rtr_read_out) {
-            qp->rtr_read_out = false;
-            qp->ord_out--;
-            uw__kick(qp);
+        if (rd->rtr_read_out) {
+            rd->rtr_read_out = false;
+            rd->ord_out--;
+            rd->news |= UW__RD_KICK;
             return 0;
         }
-        struct uw__swqe *q = orq_head(qp);
-        qp->read_resp_off += plen(rx);
+        struct uw__swqe *q = orq_head(rd);
+        rd->read_resp_off += plen(rx);
         if (h->last) {
-            if (qp->read_resp_off != q->len)
-                return fail(qp, UW_ERDMAP_UNEXPECTED, true);
-            qp->read_resp_off = 0;
+            if (rd->read_resp_off != q->len)
+                return fail(rd, UW_ERDMAP_UNEXPECTED, true);
+            rd->read_resp_off = 0;
             q->state = UW__WQE_DONE;
-            qp->ord_out--;
-            uw__kick(qp);
-            uw__qp_sq_retire(qp);
+            rd->ord_out--;
+            rd->news |= UW__RD_KICK;
+            uw__rd_sq_retire(rd);
         }
         return 0;
     }
     switch (h->qn) {
     case UW__QN_SEND:
-        err = send_done(qp);
+        err = send_done(rd);
         break;
     case UW__QN_READ:
-        err = read_request(qp);
+        err = read_request(rd);
         break;
     default: {
         uw__term_msg t;
         if (uw__term_decode(rx->small, rx->small_len, &t) < 0) {
             t.term = (uw_term){UW_TERM_RDMAP, 2, 0xFF};
         }
-        qp->msn_rx[UW__QN_TERM]++;
-        qp->dead = true;
-        uw__cm_term_received(qp, &t);
+        rd->msn_rx[UW__QN_TERM]++;
+        rd->dead = true;
+        rd->term_in = t;
+        rd->news |= UW__RD_TERM_RECEIVED;
         return UW_ETERM_RECEIVED;
     }
     }
     if (err)
-        return fail(qp, err, true);
+        return fail(rd, err, true);
     return 0;
 }
 
@@ -413,9 +420,9 @@ static uint32_t hdr_want(const struct uw__rx *rx)
 /* Consumes up to len staged octets; returns how many, or a fatal error. */
 /* Octets of the current payload run that are already at their destination
  * (read there directly): move the cursor as place() would have. */
-static void placed(uw_qp *qp, const uint8_t *p, uint32_t n)
+static void placed(struct uw__rdmap *rd, const uint8_t *p, uint32_t n)
 {
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &rd->rx;
     if (rx->dest == UW__D_MEM) {
         if (!rx->dstart)
             rx->dstart = rx->dptr;
@@ -437,9 +444,9 @@ static inline void mark_check(struct uw__rx *rx, const uint8_t *m, uint32_t fpdu
  * messages): the same steps as the run-by-run walk below, taken at once,
  * with one CRC call. Returns the octets used, 0 when the general walk must
  * take it (incomplete, or a header the walk reports on), or an error. */
-static int consume_whole(uw_qp *qp, const uint8_t *p, uint32_t len)
+static int consume_whole(struct uw__rdmap *rd, const uint8_t *p, uint32_t len)
 {
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &rd->rx;
     if (len < 2 + UW__DDP_UNTAGGED_HLEN)
         return 0;
     uint32_t n = (uint32_t)p[0] << 8 | p[1];
@@ -447,33 +454,34 @@ static int consume_whole(uw_qp *qp, const uint8_t *p, uint32_t len)
     uint32_t body = 2 + n + uw__mpa_pad(n);
     if (n < hl || len < body + 4)
         return 0;
-    fpdu_start(qp);
+    fpdu_start(rd);
     rx->n = n;
     uw__walk_set_len(&rx->w, n);
     rx->len_known = true;
     memcpy(rx->hdr, p, 2 + hl);
     rx->hlen = hl;
     rx->hdr_done = true;
-    rx->pending_err = header_done(qp);
+    rx->pending_err = header_done(rd);
     if (rx->pending_err)
         rx->dest = UW__D_DISCARD;
     else if (n > hl)
-        place(qp, p + 2 + hl, n - hl);
-    if (qp->flags_rx & UW_MPA_CRC)
+        place(rd, p + 2 + hl, n - hl);
+    if (rd->flags_rx & UW_MPA_CRC)
         rx->crc = uw_crc32c_update(rx->crc, p, body);
     memcpy(rx->crcf, p + body, 4);
     rx->w.wire = rx->w.logical = body + 4;
-    int r = fpdu_end(qp);
+    int r = fpdu_end(rd);
     return r < 0 ? r : (int)(body + 4);
 }
 
 /* Walks len octets through the FPDU state machine. With landed, p points at
  * octets already where they belong (payload at its destination, a marker
  * in its slot); otherwise p is staged input to be copied out. */
-static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bool landed)
+static int consume(struct uw__rdmap *rd, const uint8_t *p, uint32_t len, uint32_t *used,
+                   bool landed)
 {
-    struct uw__rx *rx = &qp->rx;
-    bool want_crc = qp->flags_rx & UW_MPA_CRC;
+    struct uw__rx *rx = &rd->rx;
+    bool want_crc = rd->flags_rx & UW_MPA_CRC;
     /* Covered octets adjacent in memory (a staged FPDU, markers and all)
      * go to the CRC in one call when the span breaks, not one per run. */
     const uint8_t *cs = NULL;
@@ -497,10 +505,10 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
     *used = 0;
     while (len) {
         if (!rx->in_fpdu) {
-            if (qp->dead || paused(qp))
+            if (rd->dead || paused(rd))
                 return 0;
-            if (!landed && !(qp->flags_rx & UW_MPA_MARKERS)) {
-                int k = consume_whole(qp, p, len);
+            if (!landed && !(rd->flags_rx & UW_MPA_MARKERS)) {
+                int k = consume_whole(rd, p, len);
                 if (k < 0)
                     return k;
                 if (k > 0) {
@@ -510,9 +518,9 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
                     continue;
                 }
             }
-            fpdu_start(qp);
+            fpdu_start(rd);
         }
-        if (!rx->have_run && !landed && rx->hdr_done && (qp->flags_rx & UW_MPA_MARKERS)) {
+        if (!rx->have_run && !landed && rx->hdr_done && (rd->flags_rx & UW_MPA_MARKERS)) {
             /* Steady state with markers: a marker, then a whole interval of
              * payload. The same steps as the walk below (marker check,
              * placement, CRC span), without a run and a switch for each
@@ -522,7 +530,7 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
             while (len >= iv && w->wire != 0 && (w->pos + w->wire) % iv == 0 && w->logical >= 2 &&
                    w->logical + (iv - ml) <= w->bound[1]) {
                 mark_check(rx, p, w->wire - w->hdr);
-                place(qp, p + ml, iv - ml);
+                place(rd, p + ml, iv - ml);
                 if (want_crc)
                     CRC_SPAN(p, iv);
                 w->wire += iv;
@@ -537,7 +545,7 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
         if (!rx->have_run) {
             if (!uw__walk_next(&rx->w, &rx->run)) {
                 CRC_FLUSH();
-                int r = fpdu_end(qp);
+                int r = fpdu_end(rd);
                 if (r < 0)
                     return r;
                 continue;
@@ -579,7 +587,7 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
                     rx->hlen = (uint32_t)uw__ddp_hlen(rx->hdr[2]);
                 if (rx->hlen && u + take >= rx->hlen) {
                     rx->hdr_done = true;
-                    rx->pending_err = header_done(qp);
+                    rx->pending_err = header_done(rd);
                     if (rx->pending_err)
                         rx->dest = UW__D_DISCARD;
                 } else if (u + take == rx->n) {
@@ -588,9 +596,9 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
                 }
             } else {
                 if (landed)
-                    placed(qp, p, take);
+                    placed(rd, p, take);
                 else
-                    place(qp, p, take);
+                    place(rd, p, take);
             }
             break;
         }
@@ -616,7 +624,7 @@ static int consume(uw_qp *qp, const uint8_t *p, uint32_t len, uint32_t *used, bo
             /* The FPDU is complete: act on it now, not when more arrives. */
             if (rx->len_known && rx->w.logical >= rx->w.bound[3]) {
                 CRC_FLUSH();
-                int r = fpdu_end(qp);
+                int r = fpdu_end(rd);
                 if (r < 0)
                     return r;
             }
@@ -668,9 +676,9 @@ static int plan_payload(struct uw__rx *rx, struct iovec *iov, int k, int cap, ui
  * with any markers between them (each into its own slot, checked after),
  * and, once the payload is covered, a little staging room for the trailer
  * and the next header. advance() replays the plan through consume(). */
-static int plan_direct(uw_qp *qp, struct iovec *iov, int cap)
+static int plan_direct(struct uw__rdmap *rd, struct iovec *iov, int cap)
 {
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &rd->rx;
     uw__walk tw = rx->w;
     uw__run tr = rx->run;
     uint32_t toff = rx->run_off;
@@ -723,17 +731,17 @@ static bool can_direct(const struct uw__rx *rx)
            (rx->dest == UW__D_MEM || rx->dest == UW__D_RECV);
 }
 
-int uw__qp_rx_iov(uw_qp *qp, struct iovec *iov, int cap)
+int uw__rd_rx_iov(struct uw__rdmap *rd, struct iovec *iov, int cap)
 {
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &rd->rx;
     rx->plan_total = 0;
-    if (qp->dead || cap < 1)
+    if (rd->dead || cap < 1)
         return 0;
     if (rx->st_head == rx->st_tail)
         rx->st_head = rx->st_tail = 0;
-    if (!(qp->flags_rx & UW_MPA_MARKERS) && can_direct(rx) && cap >= 2)
-        return plan_direct(qp, iov, cap > UW__RX_PLAN ? UW__RX_PLAN : cap);
-    if (!rx->in_fpdu && rx->st_head == rx->st_tail && paused(qp))
+    if (!(rd->flags_rx & UW_MPA_MARKERS) && can_direct(rx) && cap >= 2)
+        return plan_direct(rd, iov, cap > UW__RX_PLAN ? UW__RX_PLAN : cap);
+    if (!rx->in_fpdu && rx->st_head == rx->st_tail && paused(rd))
         return 0;
     if (rx->st_tail == rx->stage_cap) {
         memmove(rx->stage, rx->stage + rx->st_head, rx->st_tail - rx->st_head);
@@ -744,18 +752,18 @@ int uw__qp_rx_iov(uw_qp *qp, struct iovec *iov, int cap)
     iov[0].iov_len = rx->stage_cap - rx->st_tail;
     /* After a large FPDU another is likely: take just its header, so that
      * its payload can be read straight to its destination. */
-    if (rx->big && !(qp->flags_rx & UW_MPA_MARKERS) && !rx->in_fpdu && rx->st_head == rx->st_tail &&
+    if (rx->big && !(rd->flags_rx & UW_MPA_MARKERS) && !rx->in_fpdu && rx->st_head == rx->st_tail &&
         iov[0].iov_len > UW__RX_LOOKAHEAD)
         iov[0].iov_len = UW__RX_LOOKAHEAD;
     return iov[0].iov_len ? 1 : 0;
 }
 
-static int drain_stage(uw_qp *qp)
+static int drain_stage(struct uw__rdmap *rd)
 {
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &rd->rx;
     while (rx->st_head < rx->st_tail) {
         uint32_t used;
-        int r = consume(qp, rx->stage + rx->st_head, rx->st_tail - rx->st_head, &used, false);
+        int r = consume(rd, rx->stage + rx->st_head, rx->st_tail - rx->st_head, &used, false);
         rx->st_head += used;
         if (r < 0)
             return r;
@@ -765,12 +773,12 @@ static int drain_stage(uw_qp *qp)
     return 0;
 }
 
-int uw__qp_rx_advance(uw_qp *qp, size_t n)
+int uw__rd_rx_advance(struct uw__rdmap *rd, size_t n)
 {
-    struct uw__rx *rx = &qp->rx;
+    struct uw__rx *rx = &rd->rx;
     if (!rx->plan_total) {
         rx->st_tail += (uint32_t)n;
-        return drain_stage(qp);
+        return drain_stage(rd);
     }
     /* Replay the plan: the octets are already in place. */
     int total = rx->plan_total;
@@ -783,21 +791,21 @@ int uw__qp_rx_advance(uw_qp *qp, size_t n)
             continue;
         }
         uint32_t used;
-        int r = consume(qp, rx->plan[i].iov_base, take, &used, true);
+        int r = consume(rd, rx->plan[i].iov_base, take, &used, true);
         if (r < 0)
             return r;
     }
-    return drain_stage(qp);
+    return drain_stage(rd);
 }
 
-int uw__qp_rx_feed(uw_qp *qp, const void *data, size_t len)
+int uw__rd_rx_feed(struct uw__rdmap *rd, const void *data, size_t len)
 {
     const uint8_t *p = data;
     while (len) {
         struct iovec iov[UW__RX_PLAN];
-        int k = uw__qp_rx_iov(qp, iov, UW__RX_PLAN);
+        int k = uw__rd_rx_iov(rd, iov, UW__RX_PLAN);
         if (k <= 0)
-            return qp->dead ? UW_EPIPE : UW_ENOBUFS;
+            return rd->dead ? UW_EPIPE : UW_ENOBUFS;
         size_t got = 0;
         for (int i = 0; i < k && len; i++) {
             size_t t = iov[i].iov_len < len ? iov[i].iov_len : len;
@@ -806,16 +814,16 @@ int uw__qp_rx_feed(uw_qp *qp, const void *data, size_t len)
             len -= t;
             got += t;
         }
-        int r = uw__qp_rx_advance(qp, got);
+        int r = uw__rd_rx_advance(rd, got);
         if (r < 0)
             return r;
     }
     return 0;
 }
 
-int uw__qp_rx_eof(uw_qp *qp)
+int uw__rd_rx_eof(const struct uw__rdmap *rd)
 {
-    struct uw__rx *rx = &qp->rx;
+    const struct uw__rx *rx = &rd->rx;
     if (rx->in_fpdu || rx->st_head != rx->st_tail)
         return UW_EMPA_TRUNCATED;
     return 0;

@@ -247,11 +247,6 @@ bool uw_mr_valid(const uw_mr *mr)
     return mr && mr->valid;
 }
 
-uw_mr *uw__mr_lookup(uw_ctx *c, uint32_t stag)
-{
-    return uw__mrt_lookup(&c->mrt, stag);
-}
-
 /* ------------------------------------------------------------------------ */
 
 int uw_cq_create(uw_ctx *c, unsigned depth, uw_cq **out)
@@ -285,19 +280,6 @@ int uw_cq_destroy(uw_cq *cq)
     c->alloc.free(c->alloc.ud, cq->ring.wc);
     c->alloc.free(c->alloc.ud, cq);
     return 0;
-}
-
-bool uw__cq_full(const uw_cq *cq)
-{
-    return uw__cqr_full(&cq->ring);
-}
-
-int uw__cq_push(uw_cq *cq, const uw_wc *wc)
-{
-    int r = uw__cqr_push(&cq->ring, wc);
-    if (r == 0)
-        cq->ctx->produced++;
-    return r;
 }
 
 int uw__cq_take(uw_cq *cq, uw_wc *wc, int n)

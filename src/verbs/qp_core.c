@@ -25,16 +25,7 @@ int uw__qp_alloc(uw_ctx *c, const uw_qp_attr *attr, uw_qp **out)
     if (!qp)
         return UW_ENOMEM;
     memset(qp, 0, sizeof(*qp));
-    qp->sq = c->alloc.alloc(c->alloc.ud, sqd * sizeof(*qp->sq));
-    qp->rq = c->alloc.alloc(c->alloc.ud, rqd * sizeof(*qp->rq));
-    qp->txf = c->alloc.alloc(c->alloc.ud, UW__TX_FRAMES * sizeof(*qp->txf));
-    qp->rx.stage = c->alloc.alloc(c->alloc.ud, UW__RX_STAGE);
-    qp->rx.stage_cap = UW__RX_STAGE;
-    if (!qp->sq || !qp->rq || !qp->txf || !qp->rx.stage) {
-        c->alloc.free(c->alloc.ud, qp->sq);
-        c->alloc.free(c->alloc.ud, qp->rq);
-        c->alloc.free(c->alloc.ud, qp->txf);
-        c->alloc.free(c->alloc.ud, qp->rx.stage);
+    if (uw__rd_init(&qp->rd, &c->alloc, sqd, rqd) < 0) {
         c->alloc.free(c->alloc.ud, qp);
         return UW_ENOMEM;
     }
@@ -43,14 +34,15 @@ int uw__qp_alloc(uw_ctx *c, const uw_qp_attr *attr, uw_qp **out)
     qp->pd = attr->pd;
     qp->scq = attr->send_cq;
     qp->rcq = attr->recv_cq;
-    qp->sq_cap = sqd;
-    qp->rq_cap = rqd;
+    qp->rd.qp = qp;
+    qp->rd.pd = attr->pd;
+    qp->rd.scq = &attr->send_cq->ring;
+    qp->rd.rcq = &attr->recv_cq->ring;
+    qp->rd.mrt = &c->mrt;
     qp->sq_sig_all = attr->sq_sig_all;
     qp->fd = -1;
     qp->id = ++c->next_id;
     qp->state = UW_QPS_IDLE;
-    for (int i = 0; i < 3; i++)
-        qp->msn_tx[i] = qp->msn_rx[i] = 1;
     qp->pd->nqp++;
     qp->scq->nqp++;
     qp->rcq->nqp++;
@@ -119,13 +111,7 @@ int uw_qp_destroy(uw_qp *qp)
     qp->scq->nqp--;
     qp->rcq->nqp--;
     c->nqp--;
-    c->alloc.free(c->alloc.ud, qp->sq);
-    c->alloc.free(c->alloc.ud, qp->rq);
-    c->alloc.free(c->alloc.ud, qp->txf);
-    c->alloc.free(c->alloc.ud, qp->txiov);
-    c->alloc.free(c->alloc.ud, qp->txb);
-    c->alloc.free(c->alloc.ud, qp->txs);
-    c->alloc.free(c->alloc.ud, qp->rx.stage);
+    uw__rd_fini(&qp->rd);
     c->alloc.free(c->alloc.ud, qp);
     return 0;
 }
@@ -152,13 +138,13 @@ int uw_qp_mpa_params(const uw_qp *qp, uw_mpa_params *out)
         return UW_EINVAL;
     if (qp->cm != UW__CM_RTS && qp->state != UW_QPS_RTS && qp->state != UW_QPS_CLOSING)
         return UW_ENOTCONN;
-    *out = qp->mpa;
+    *out = qp->rd.mpa;
     return 0;
 }
 
 uint32_t uw_qp_mulpdu(const uw_qp *qp)
 {
-    return qp ? qp->mulpdu : 0;
+    return qp ? qp->rd.mulpdu : 0;
 }
 
 /* A scatter/gather entry must lie inside a valid region of the QP's PD with
@@ -167,7 +153,7 @@ static int check_sge(uw_qp *qp, const uw_sge *s, unsigned need)
 {
     if (s->length == 0)
         return 0;
-    uw_mr *mr = uw__mr_lookup(qp->ctx, s->lkey);
+    uw_mr *mr = uw__mrt_lookup(&qp->ctx->mrt, s->lkey);
     if (!mr || !mr->valid || mr->pd != qp->pd)
         return UW_EINVAL;
     uint64_t base = (uint64_t)(uintptr_t)mr->addr;
@@ -193,7 +179,7 @@ int uw_post_send(uw_qp *qp, const uw_send_wr *wr, int n, int *bad)
         int err = 0;
         if (!qp_postable(qp) || qp->disconnect_req)
             err = UW_EPERM;
-        else if (qp->sq_count == qp->sq_cap)
+        else if (qp->rd.sq_count == qp->rd.sq_cap)
             err = UW_ENOBUFS;
         else if (w->num_sge < 0 || w->num_sge > UW_MAX_SGE || (w->num_sge && !w->sg_list) ||
                  w->opcode < UW_WR_SEND || w->opcode > UW_WR_LOCAL_INV)
@@ -214,7 +200,7 @@ int uw_post_send(uw_qp *qp, const uw_send_wr *wr, int n, int *bad)
                 *bad = i;
             return err;
         }
-        struct uw__swqe *q = &qp->sq[(qp->sq_head + qp->sq_count) % qp->sq_cap];
+        struct uw__swqe *q = &qp->rd.sq[(qp->rd.sq_head + qp->rd.sq_count) % qp->rd.sq_cap];
         memset(q, 0, sizeof(*q));
         q->wr = *w;
         if (w->num_sge)
@@ -223,7 +209,7 @@ int uw_post_send(uw_qp *qp, const uw_send_wr *wr, int n, int *bad)
         q->len = (uint32_t)len;
         q->signaled = qp->sq_sig_all || (w->flags & UW_SEND_SIGNALED);
         q->state = UW__WQE_QUEUED;
-        qp->sq_count++;
+        qp->rd.sq_count++;
     }
     uw__qp_doorbell(qp);
     return 0;
@@ -238,7 +224,7 @@ int uw_post_recv(uw_qp *qp, const uw_recv_wr *wr, int n, int *bad)
         int err = 0;
         if (!qp_postable(qp))
             err = UW_EPERM;
-        else if (qp->rq_count == qp->rq_cap)
+        else if (qp->rd.rq_count == qp->rd.rq_cap)
             err = UW_ENOBUFS;
         else if (w->num_sge < 0 || w->num_sge > UW_MAX_SGE || (w->num_sge && !w->sg_list))
             err = UW_EINVAL;
@@ -254,146 +240,34 @@ int uw_post_recv(uw_qp *qp, const uw_recv_wr *wr, int n, int *bad)
                 *bad = i;
             return err;
         }
-        struct uw__rwqe *r = &qp->rq[(qp->rq_head + qp->rq_count) % qp->rq_cap];
+        struct uw__rwqe *r = &qp->rd.rq[(qp->rd.rq_head + qp->rd.rq_count) % qp->rd.rq_cap];
         r->wr = *w;
         if (w->num_sge)
             memcpy(r->sge, w->sg_list, (size_t)w->num_sge * sizeof(uw_sge));
         r->wr.sg_list = NULL;
         r->len = (uint32_t)len;
-        qp->rq_count++;
+        qp->rd.rq_count++;
     }
     return 0;
-}
-
-static int wc_opcode(int wr_opcode)
-{
-    switch (wr_opcode) {
-    case UW_WR_RDMA_WRITE:
-        return UW_WC_RDMA_WRITE;
-    case UW_WR_RDMA_READ:
-        return UW_WC_RDMA_READ;
-    case UW_WR_LOCAL_INV:
-        return UW_WC_LOCAL_INV;
-    default:
-        return UW_WC_SEND;
-    }
-}
-
-void uw__qp_sq_retire(uw_qp *qp)
-{
-    while (qp->sq_count) {
-        struct uw__swqe *q = &qp->sq[qp->sq_head];
-        if (q->state != UW__WQE_DONE)
-            break;
-        if (q->signaled || q->status != UW_WC_SUCCESS) {
-            if (uw__cq_full(qp->scq))
-                break; /* resumes when the application polls */
-            uw_wc wc = {.wr_id = q->wr.wr_id,
-                        .status = q->status,
-                        .opcode = wc_opcode(q->wr.opcode),
-                        .qp = qp,
-                        .err = q->err};
-            if (q->wr.opcode == UW_WR_RDMA_READ)
-                wc.byte_len = q->len;
-            uw__cq_push(qp->scq, &wc);
-        }
-        qp->sq_head = (qp->sq_head + 1) % qp->sq_cap;
-        qp->sq_count--;
-        if (qp->sq_next)
-            qp->sq_next--;
-    }
 }
 
 void uw__qp_flush(uw_qp *qp, int err)
 {
     if (qp->state != UW_QPS_CLOSED)
         qp->state = UW_QPS_ERROR;
-    qp->dead = true;
-    /* Unsent frames point into the requests' buffers: they go first. */
-    qp->txf_count = 0;
-    qp->txf_off = 0;
-    qp->txs_used = 0;
-    for (uint32_t i = 0; i < qp->sq_count; i++) {
-        struct uw__swqe *q = &qp->sq[(qp->sq_head + i) % qp->sq_cap];
-        if (q->state != UW__WQE_DONE) {
-            q->state = UW__WQE_DONE;
-            q->status = UW_WC_WR_FLUSH_ERR;
-            q->err = err;
-        }
-    }
-    uw__qp_sq_retire(qp);
-    while (qp->rq_count && !uw__cq_full(qp->rcq)) {
-        struct uw__rwqe *r = &qp->rq[qp->rq_head];
-        uw_wc wc = {.wr_id = r->wr.wr_id,
-                    .status = UW_WC_WR_FLUSH_ERR,
-                    .opcode = UW_WC_RECV,
-                    .qp = qp,
-                    .err = err};
-        uw__cq_push(qp->rcq, &wc);
-        qp->rq_head = (qp->rq_head + 1) % qp->rq_cap;
-        qp->rq_count--;
-    }
+    uw__rd_flush(&qp->rd, err);
+    uw__qp_after(qp);
 }
 
 void uw__qp_start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator, uint32_t mulpdu,
                   uint32_t mulpdu_max, uint32_t tx_pos, uint32_t rx_pos)
 {
-    uw_ctx *c = qp->ctx;
-    qp->txf_iov = UW__TXF_IOV_PLAIN;
-    c->alloc.free(c->alloc.ud, qp->txiov);
-    qp->txiov =
-        c->alloc.alloc(c->alloc.ud, (size_t)UW__TX_FRAMES * qp->txf_iov * sizeof(struct iovec));
-    c->alloc.free(c->alloc.ud, qp->txb);
-    qp->txb = c->alloc.alloc(c->alloc.ud, UW__TXB_CAP);
-    qp->txb_pos = 0;
-    c->alloc.free(c->alloc.ud, qp->txs);
-    qp->txs = NULL;
-    if (mpa->markers_tx && qp->txiov) {
-        /* Room for the largest FPDU: ULPDU, length, pad, CRC and a marker
-         * per 508 octets plus a leading one. About 256 KiB in all for
-         * 64 KiB FPDUs, so the socket never waits for a slot. */
-        if (mulpdu_max < mulpdu)
-            mulpdu_max = mulpdu;
-        qp->txs_size = (mulpdu_max + 12 + 4 * ((mulpdu_max + 12) / 508 + 2) + 63) & ~63u;
-        qp->txs_n = (256u * 1024) / qp->txs_size;
-        if (qp->txs_n < 4)
-            qp->txs_n = 4;
-        if (qp->txs_n > UW__TX_FRAMES)
-            qp->txs_n = UW__TX_FRAMES;
-        qp->txs_head = qp->txs_used = 0;
-        qp->txs = c->alloc.alloc(c->alloc.ud, (size_t)qp->txs_n * qp->txs_size);
-    }
-    if (mpa->markers_rx && qp->txiov && qp->rx.stage_cap < UW__RX_STAGE_MARKERS) {
-        /* Octets that came with the MPA exchange are kept. */
-        uint8_t *st = c->alloc.alloc(c->alloc.ud, UW__RX_STAGE_MARKERS);
-        if (st) {
-            uint32_t n = qp->rx.st_tail - qp->rx.st_head;
-            memcpy(st, qp->rx.stage + qp->rx.st_head, n);
-            c->alloc.free(c->alloc.ud, qp->rx.stage);
-            qp->rx.stage = st;
-            qp->rx.stage_cap = UW__RX_STAGE_MARKERS;
-            qp->rx.st_head = 0;
-            qp->rx.st_tail = n;
-        }
-    }
-    if (!qp->txiov || !qp->txb || (mpa->markers_tx && !qp->txs) ||
-        (mpa->markers_rx && qp->rx.stage_cap < UW__RX_STAGE_MARKERS)) {
+    if (uw__rd_start(&qp->rd, mpa, initiator, mulpdu, mulpdu_max, tx_pos, rx_pos) < 0) {
         qp->state = UW_QPS_ERROR;
-        qp->dead = true;
         qp->close_err = UW_ENOMEM;
         return;
     }
-    qp->mpa = *mpa;
     qp->state = UW_QPS_RTS;
-    qp->flags_tx = (mpa->crc ? UW_MPA_CRC : 0) | (mpa->markers_tx ? UW_MPA_MARKERS : 0);
-    qp->flags_rx = (mpa->crc ? UW_MPA_CRC : 0) | (mpa->markers_rx ? UW_MPA_MARKERS : 0);
-    qp->mulpdu = mulpdu;
-    qp->mulpdu_max = mpa->markers_tx ? mulpdu_max : UW_MPA_MULPDU_MAX;
     qp->emss_left = qp->emss_every = UW__EMSS_FIRST;
-    qp->tx_pos = tx_pos;
-    qp->rx.pos = rx_pos;
-    qp->rtr_pending_tx = initiator && mpa->p2p;
-    qp->rtr_pending_rx = !initiator && mpa->p2p;
-    qp->first_rx_pending = !initiator && !mpa->p2p;
-    uw__kick(qp);
+    uw__qp_after(qp);
 }

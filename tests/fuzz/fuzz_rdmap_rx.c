@@ -434,7 +434,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     drain_tx(&f);
     if (err) {
         /* RFC 5040 / RFC 5044 8: after an error nothing more is processed. */
-        FZ_CHECK(f.qp->dead);
+        FZ_CHECK(f.qp->rd.dead);
         unsigned est = f.established, term = f.terminated;
         bool term_seen = f.term_seen;
         if (off < slen)

@@ -527,7 +527,7 @@ static void expect_term(env *e, uint8_t layer, uint8_t etype, uint8_t ecode, con
         }
     }
     assert_int_equal(n, want);
-    assert_true(e->qp->dead);
+    assert_true(e->qp->rd.dead);
     /* RFC 5040: nothing follows a Terminate. */
     assert_int_equal(drain_tx(e), 0);
 }
@@ -759,7 +759,7 @@ static void test_placement_property(void **st)
         for (int i = 0; i < 120; i++)
             prop_round(&e, (int)tu_rng_below(&rng, 5), &rd_msn,
                        1000u * (uint64_t)cfg + (uint64_t)i);
-        assert_false(e.qp->dead);
+        assert_false(e.qp->rd.dead);
         env_fini(&e);
     }
 }
@@ -1500,7 +1500,7 @@ static void term_case(const uint8_t *payload, size_t n, uint8_t layer, uint8_t e
     /* No Terminate is sent in answer to one, and nothing else either. */
     assert_int_equal(drain_tx(&e), 0);
     expect_no_wc(&e);
-    assert_true(e.qp->dead);
+    assert_true(e.qp->rd.dead);
     buf_free(&s);
     env_fini(&e);
 }
@@ -1895,7 +1895,7 @@ static void test_accepted(void **st)
     assert_int_equal(wc[0].byte_len, 0);
     assert_int_equal(wc[0].flags, UW_WC_SOLICITED);
     check_arena(&e);
-    assert_false(e.qp->dead);
+    assert_false(e.qp->rd.dead);
     assert_int_equal(drain_tx(&e), 0);
     buf_free(&s);
     env_fini(&e);
@@ -1977,7 +1977,7 @@ static void test_ird(void **st)
             assert_int_equal(feed_buf(&e, &s), 0);
             drain_tx(&e);
         }
-        assert_false(e.qp->dead);
+        assert_false(e.qp->rd.dead);
         /* One more than IRD without draining: the peer's error. */
         for (int i = 0; i <= ird; i++)
             peer_read_req(&e, &s, 0x100, 0, 500, stag_of(&e, MR_R), addr_of(&e, MR_R, 0));
