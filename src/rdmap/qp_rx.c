@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "uwarp/crc32c.h"
+#include "rdmap/opcode.h"
 #include "rdmap/rdmap.h"
 
 static uint32_t le32(const uint8_t *p)
@@ -46,137 +47,32 @@ static void fpdu_start(struct uw__rdmap *rd)
     rx->small_len = 0;
 }
 
-static uint32_t plen(const struct uw__rx *rx)
-{
-    return rx->n - rx->hlen;
-}
-
-static struct uw__swqe *orq_head(struct uw__rdmap *rd)
-{
-    for (uint32_t i = 0; i < rd->sq_count; i++) {
-        struct uw__swqe *q = &rd->sq[(rd->sq_head + i) % rd->sq_cap];
-        if (q->state == UW__WQE_WAIT_RESP)
-            return q;
-    }
-    return NULL;
-}
-
-/* A tagged target: the region named by stag must hold [to, to+len) with the
- * rights given. Codes per RFC 5041 7.2 (DDP) and RFC 5040 7.1 (RDMAP). */
-static int tagged_target(struct uw__rdmap *rd, uint32_t stag, uint64_t to, uint32_t len,
-                         unsigned need, bool rdmap, uint8_t **out)
-{
-    uw_mr *mr = uw__mrt_lookup(rd->mrt, stag);
-    if (!mr || !mr->valid)
-        return rdmap ? UW_ERDMAP_STAG : UW_EDDP_STAG;
-    if (mr->pd != rd->pd)
-        return rdmap ? UW_ERDMAP_PD : UW_EDDP_PD;
-    if ((mr->access & need) != need)
-        return UW_ERDMAP_ACCESS;
-    if (to + len < to)
-        return rdmap ? UW_ERDMAP_TO_WRAP : UW_EDDP_TO_WRAP;
-    uint64_t base = (uint64_t)(uintptr_t)mr->addr;
-    if (to < base || to + len > base + mr->len)
-        return rdmap ? UW_ERDMAP_BOUNDS : UW_EDDP_BOUNDS;
-    *out = mr->addr + (to - base);
-    return 0;
-}
-
-static bool untagged_op_ok(uint8_t op, uint32_t qn)
-{
-    switch (op) {
-    case UW__OP_READ_REQ:
-        return qn == UW__QN_READ;
-    case UW__OP_SEND:
-    case UW__OP_SEND_INV:
-    case UW__OP_SEND_SE:
-    case UW__OP_SEND_SE_INV:
-        return qn == UW__QN_SEND;
-    case UW__OP_TERMINATE:
-        return qn == UW__QN_TERM;
-    default:
-        return false;
-    }
-}
-
-/* The header is complete: validate it and choose where the payload goes.
- * Returns a fault to report after the CRC check, or 0. */
+/* The header is complete: judge what every segment shares against the
+ * opcode's row, then let the opcode check the rest and choose where the
+ * payload goes. Returns a fault to report after the CRC check, or 0. */
 static int header_done(struct uw__rdmap *rd)
 {
     struct uw__rx *rx = &rd->rx;
     uw__ddp_hdr *h = &rx->h;
     uw__ddp_hdr_decode(rx->hdr + 2, rx->hlen, h);
-    uint32_t len = plen(rx);
     if (h->dv != (rd->mpa.ddp_version ? 1 : 0))
         return UW_EDDP_VERSION;
     if (h->rv != 1)
         return UW_ERDMAP_VERSION;
-    if (h->tagged) {
-        if (h->opcode != UW__OP_WRITE && h->opcode != UW__OP_READ_RESP)
-            return UW_ERDMAP_OPCODE;
-        if (h->opcode == UW__OP_WRITE) {
-            if (rd->rtr_pending_rx) {
-                /* RFC 6581 7.1: the zero-length Write RTR places nothing. */
-                if (!(rd->mpa.rtr & UW_MPA_RTR_WRITE) || len || !h->last)
-                    return UW_EMPA_RTR_MISSING;
-                return 0;
-            }
-            if (len == 0)
-                return 0;
-            rx->dest = UW__D_MEM;
-            return tagged_target(rd, h->stag, h->to, len,
-                                 UW_ACCESS_REMOTE_WRITE | UW_ACCESS_LOCAL_WRITE, false, &rx->dptr);
-        }
-        if (rd->rtr_pending_rx)
-            return UW_EMPA_RTR_MISSING;
-        if (rd->rtr_read_out)
-            return len == 0 && h->last ? 0 : UW_ERDMAP_UNEXPECTED;
-        struct uw__swqe *q = orq_head(rd);
-        if (!q)
-            return UW_ERDMAP_UNEXPECTED;
-        uint32_t sink = q->len ? q->sge[0].lkey : 0;
-        uint64_t to = (q->len ? q->sge[0].addr : 0) + rd->read_resp_off;
-        if (h->stag != sink || h->to != to || len > q->len - rd->read_resp_off)
-            return UW_ERDMAP_UNEXPECTED;
-        if (len == 0)
-            return 0;
-        rx->dest = UW__D_MEM;
-        return tagged_target(rd, h->stag, h->to, len, UW_ACCESS_LOCAL_WRITE, false, &rx->dptr);
-    }
-    if (h->qn > UW__QN_TERM)
+    const struct uw__opinfo *o = &uw__optab[h->opcode];
+    if (!h->tagged && h->qn > UW__QN_TERM)
         return UW_EDDP_QN;
-    if (!untagged_op_ok(h->opcode, h->qn))
+    /* RFC 5040 4.3: each opcode has one buffer model and one queue. */
+    if (!o->valid || o->tagged != h->tagged || (!h->tagged && h->qn != o->qn))
         return UW_ERDMAP_OPCODE;
-    if (h->msn != rd->msn_rx[h->qn])
-        return UW_EDDP_MSN;
-    uint32_t mo_expect = h->qn == UW__QN_SEND ? rd->rq_msg_off : 0;
-    if (h->mo != mo_expect)
-        return UW_EDDP_MO;
-    /* A Terminate is taken whenever it comes: siw sends one instead of the
-     * RTR when it cannot match an RTR type. */
-    if (rd->rtr_pending_rx && h->qn != UW__QN_TERM) {
-        if (h->qn == UW__QN_SEND && (rd->mpa.rtr & UW_MPA_RTR_SEND) && len == 0 && h->last)
-            return 0; /* the Send RTR: consumes no receive buffer */
-        if (h->qn != UW__QN_READ || !(rd->mpa.rtr & UW_MPA_RTR_READ))
-            return UW_EMPA_RTR_MISSING;
+    if (!h->tagged) {
+        if (h->msn != rd->msn_rx[h->qn])
+            return UW_EDDP_MSN;
+        uint32_t mo_expect = h->qn == UW__QN_SEND ? rd->rq_msg_off : 0;
+        if (h->mo != mo_expect)
+            return UW_EDDP_MO;
     }
-    if (h->qn == UW__QN_SEND) {
-        if (!rd->rq_count)
-            return UW_EDDP_NOBUF;
-        struct uw__rwqe *r = &rd->rq[rd->rq_head];
-        if ((uint64_t)h->mo + len > r->len)
-            return UW_EDDP_TOO_LONG;
-        rx->dest = UW__D_RECV;
-        rx->rwqe = r;
-        rx->rmo = rx->rstart = h->mo;
-        return 0;
-    }
-    if (h->qn == UW__QN_READ && (len != UW__READ_REQ_LEN || !h->last))
-        return UW_EDDP_TOO_LONG;
-    if (h->qn == UW__QN_TERM && !h->last)
-        return UW_ERDMAP_OPCODE;
-    rx->dest = UW__D_SMALL;
-    return 0;
+    return o->rx_hdr(rd, rx->n - rx->hlen);
 }
 
 /* Copies staged payload octets to their destination. */
@@ -255,87 +151,6 @@ static int fail(struct uw__rdmap *rd, int err, bool with_hdr)
     return err;
 }
 
-/* RFC 6581 7.1: the RTR came. From here on the parameters name the RTR
- * that came, not those offered. */
-static void rtr_arrived(struct uw__rdmap *rd, uint8_t type)
-{
-    rd->rtr_pending_rx = false;
-    rd->mpa.rtr = type;
-    rd->news |= UW__RD_RTR_ARRIVED;
-}
-
-static int read_request(struct uw__rdmap *rd)
-{
-    struct uw__rx *rx = &rd->rx;
-    uw__read_req rr;
-    uw__read_req_decode(rx->small, &rr);
-    uint32_t ird = rd->mpa.ird;
-    if (ird == UW_MPA_NO_NEGOTIATION || ird > UW__MAX_IRD)
-        ird = UW__MAX_IRD;
-    if (rd->irq_count >= ird)
-        return UW_ERDMAP_IRD; /* RFC 5040 6.3: beyond IRD is the peer's error */
-    struct uw__irq_ent *e = &rd->irq[(rd->irq_head + rd->irq_count) % UW__MAX_IRD];
-    e->rr = rr;
-    e->off = 0;
-    e->src = NULL;
-    bool rtr = rd->rtr_pending_rx;
-    if (rtr && rr.size != 0)
-        return UW_EMPA_RTR_MISSING;
-    if (rr.size) {
-        int err = tagged_target(rd, rr.src_stag, rr.src_to, rr.size, UW_ACCESS_REMOTE_READ, true,
-                                &e->src);
-        if (err)
-            return err;
-    }
-    rd->irq_count++;
-    rd->msn_rx[UW__QN_READ]++;
-    rd->news |= UW__RD_KICK;
-    if (rtr) {
-        rtr_arrived(rd, UW_MPA_RTR_READ);
-    }
-    return 0;
-}
-
-static int send_done(struct uw__rdmap *rd)
-{
-    struct uw__rx *rx = &rd->rx;
-    uw__ddp_hdr *h = &rx->h;
-    if (rd->rtr_pending_rx) {
-        rd->msn_rx[UW__QN_SEND]++;
-        rtr_arrived(rd, UW_MPA_RTR_SEND);
-        return 0;
-    }
-    rd->rq_msg_off = rx->rmo;
-    if (!h->last)
-        return 0;
-    uw_wc wc = {.wr_id = rx->rwqe->wr.wr_id,
-                .status = UW_WC_SUCCESS,
-                .opcode = UW_WC_RECV,
-                .byte_len = rd->rq_msg_off,
-                .qp = rd->qp};
-    if (h->opcode == UW__OP_SEND_SE || h->opcode == UW__OP_SEND_SE_INV)
-        wc.flags |= UW_WC_SOLICITED;
-    if (h->opcode == UW__OP_SEND_INV || h->opcode == UW__OP_SEND_SE_INV) {
-        /* RFC 5040 6.10: invalidate before the completion is reported. */
-        uw_mr *mr = uw__mrt_lookup(rd->mrt, h->stag);
-        if (!mr)
-            return UW_ERDMAP_STAG;
-        if (mr->pd != rd->pd)
-            return UW_ERDMAP_PD; /* as for a Read Request's source (code 3) */
-        if (!(mr->access & UW_ACCESS_REMOTE_INVALIDATE))
-            return UW_ERDMAP_INVALIDATE;
-        mr->valid = false;
-        wc.flags |= UW_WC_WITH_INV;
-        wc.invalidated_stag = h->stag;
-    }
-    uw__rd_complete(rd, rd->rcq, &wc);
-    rd->rq_head = (rd->rq_head + 1) % rd->rq_cap;
-    rd->rq_count--;
-    rd->rq_msg_off = 0;
-    rd->msn_rx[UW__QN_SEND]++;
-    return 0;
-}
-
 static int fpdu_end(struct uw__rdmap *rd)
 {
     struct uw__rx *rx = &rd->rx;
@@ -359,56 +174,9 @@ static int fpdu_end(struct uw__rdmap *rd)
         rd->first_rx_pending = false;
         rd->news |= UW__RD_KICK;
     }
-    uw__ddp_hdr *h = &rx->h;
-    int err = 0;
-    if (h->tagged) {
-        if (h->opcode == UW__OP_WRITE) {
-            if (rd->rtr_pending_rx) {
-                rtr_arrived(rd, UW_MPA_RTR_WRITE);
-            }
-            return 0;
-        }
-        if (rd->rtr_read_out) {
-            rd->rtr_read_out = false;
-            rd->ord_out--;
-            rd->news |= UW__RD_KICK;
-            return 0;
-        }
-        struct uw__swqe *q = orq_head(rd);
-        rd->read_resp_off += plen(rx);
-        if (h->last) {
-            if (rd->read_resp_off != q->len)
-                return fail(rd, UW_ERDMAP_UNEXPECTED, true);
-            rd->read_resp_off = 0;
-            q->state = UW__WQE_DONE;
-            rd->ord_out--;
-            rd->news |= UW__RD_KICK;
-            uw__rd_sq_retire(rd);
-        }
-        return 0;
-    }
-    switch (h->qn) {
-    case UW__QN_SEND:
-        err = send_done(rd);
-        break;
-    case UW__QN_READ:
-        err = read_request(rd);
-        break;
-    default: {
-        uw__term_msg t;
-        if (uw__term_decode(rx->small, rx->small_len, &t) < 0) {
-            t.term = (uw_term){UW_TERM_RDMAP, 2, 0xFF};
-        }
-        rd->msn_rx[UW__QN_TERM]++;
-        rd->dead = true;
-        rd->term_in = t;
-        rd->news |= UW__RD_TERM_RECEIVED;
-        return UW_ETERM_RECEIVED;
-    }
-    }
-    if (err)
-        return fail(rd, err, true);
-    return 0;
+    /* A Terminate received leaves the QP dead: fail() then sends nothing. */
+    int err = uw__optab[rx->h.opcode].rx_end(rd);
+    return err ? fail(rd, err, true) : 0;
 }
 
 /* Octets of the ULPDU that belong to the DDP header. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "mpa/fpdu_walk.h"
+#include "rdmap/opcode.h"
 #include "rdmap/rdmap.h"
 
 static struct uw__txf *frame_new(struct uw__rdmap *rd)
@@ -97,32 +98,30 @@ static size_t sge_slice(const uw_sge *sge, int nsge, uint32_t off, uint32_t len,
     return n;
 }
 
-static void hdr_untagged(struct uw__rdmap *rd, uint8_t *out, uint8_t op, bool last, uint32_t qn,
-                         uint32_t msn, uint32_t mo, uint32_t inv)
+/* Writes op's header; the buffer model and queue come from the opcode
+ * table. stag is the target (tagged) or the STag to invalidate; off is the
+ * TO (tagged) or the MO. Returns the header's length. */
+static size_t put_hdr(struct uw__rdmap *rd, uint8_t *out, uint8_t op, bool last, uint32_t stag,
+                      uint64_t off, uint32_t msn)
 {
-    uw__ddp_hdr h = {.tagged = false,
-                     .last = last,
-                     .dv = rd->mpa.ddp_version ? 1 : 0,
-                     .rv = 1,
-                     .opcode = op,
-                     .stag = inv,
-                     .qn = qn,
-                     .msn = msn,
-                     .mo = mo};
-    uw__ddp_hdr_encode(&h, out);
-}
-
-static void hdr_tagged(struct uw__rdmap *rd, uint8_t *out, uint8_t op, bool last, uint32_t stag,
-                       uint64_t to)
-{
-    uw__ddp_hdr h = {.tagged = true,
+    const struct uw__opinfo *o = &uw__optab[op];
+    uw__ddp_hdr h = {.tagged = o->tagged,
                      .last = last,
                      .dv = rd->mpa.ddp_version ? 1 : 0,
                      .rv = 1,
                      .opcode = op,
                      .stag = stag,
-                     .to = to};
-    uw__ddp_hdr_encode(&h, out);
+                     .to = off,
+                     .qn = o->qn,
+                     .msn = msn,
+                     .mo = (uint32_t)off};
+    return uw__ddp_hdr_encode(&h, out);
+}
+
+/* MSNs count messages per queue (RFC 5041 5.1): taken once per message. */
+static uint32_t next_msn(struct uw__rdmap *rd, uint8_t op)
+{
+    return rd->msn_tx[uw__optab[op].qn]++;
 }
 
 static uint32_t room(struct uw__rdmap *rd, uint32_t hlen)
@@ -133,10 +132,10 @@ static uint32_t room(struct uw__rdmap *rd, uint32_t hlen)
 static void build_term(struct uw__rdmap *rd)
 {
     struct uw__txf *f = frame_new(rd);
-    hdr_untagged(rd, f->hdr, UW__OP_TERMINATE, true, UW__QN_TERM, rd->msn_tx[2]++, 0, 0);
-    size_t n = uw__term_encode(&rd->term_out, f->hdr + UW__DDP_UNTAGGED_HLEN);
+    size_t hlen = put_hdr(rd, f->hdr, UW__OP_TERMINATE, true, 0, 0, next_msn(rd, UW__OP_TERMINATE));
+    size_t n = uw__term_encode(&rd->term_out, f->hdr + hlen);
     f->kind = UW__TXK_TERM;
-    frame_commit(rd, f, UW__DDP_UNTAGGED_HLEN + n, NULL, 0);
+    frame_commit(rd, f, hlen + n, NULL, 0);
     rd->term_sent = true; /* built: nothing follows it */
 }
 
@@ -148,16 +147,14 @@ static void build_rtr(struct uw__rdmap *rd)
     struct uw__txf *f = frame_new(rd);
     size_t hlen;
     if (rd->mpa.rtr & UW_MPA_RTR_SEND) {
-        hdr_untagged(rd, f->hdr, UW__OP_SEND, true, UW__QN_SEND, rd->msn_tx[0]++, 0, 0);
-        hlen = UW__DDP_UNTAGGED_HLEN;
+        hlen = put_hdr(rd, f->hdr, UW__OP_SEND, true, 0, 0, next_msn(rd, UW__OP_SEND));
     } else if (rd->mpa.rtr & UW_MPA_RTR_WRITE) {
-        hdr_tagged(rd, f->hdr, UW__OP_WRITE, true, 1, 0);
-        hlen = UW__DDP_TAGGED_HLEN;
+        hlen = put_hdr(rd, f->hdr, UW__OP_WRITE, true, 1, 0, 0);
     } else {
-        hdr_untagged(rd, f->hdr, UW__OP_READ_REQ, true, UW__QN_READ, rd->msn_tx[1]++, 0, 0);
+        hlen = put_hdr(rd, f->hdr, UW__OP_READ_REQ, true, 0, 0, next_msn(rd, UW__OP_READ_REQ));
         uw__read_req rr = {.sink_stag = 0, .sink_to = 0, .size = 0, .src_stag = 1, .src_to = 0};
-        uw__read_req_encode(&rr, f->hdr + UW__DDP_UNTAGGED_HLEN);
-        hlen = UW__DDP_UNTAGGED_HLEN + UW__READ_REQ_LEN;
+        uw__read_req_encode(&rr, f->hdr + hlen);
+        hlen += uw__optab[UW__OP_READ_REQ].fixed;
         /* Its zero-length Read Response is consumed without a completion. */
         rd->ord_out++;
         rd->rtr_read_out = true;
@@ -171,11 +168,12 @@ static void build_read_resp(struct uw__rdmap *rd)
 {
     struct uw__irq_ent *e = &rd->irq[(rd->irq_head + rd->irq_tx) % UW__MAX_IRD];
     struct uw__txf *f = frame_new(rd);
+    uint32_t hlen = uw__optab[UW__OP_READ_RESP].hlen;
     uint32_t chunk = e->rr.size - e->off;
-    if (chunk > room(rd, UW__DDP_TAGGED_HLEN))
-        chunk = room(rd, UW__DDP_TAGGED_HLEN);
+    if (chunk > room(rd, hlen))
+        chunk = room(rd, hlen);
     bool last = e->off + chunk == e->rr.size;
-    hdr_tagged(rd, f->hdr, UW__OP_READ_RESP, last, e->rr.sink_stag, e->rr.sink_to + e->off);
+    put_hdr(rd, f->hdr, UW__OP_READ_RESP, last, e->rr.sink_stag, e->rr.sink_to + e->off, 0);
     struct iovec pay = {.iov_base = chunk ? e->src + e->off : NULL, .iov_len = chunk};
     e->off += chunk;
     if (last) {
@@ -185,7 +183,7 @@ static void build_read_resp(struct uw__rdmap *rd)
     } else {
         rd->tx_cur = 2;
     }
-    frame_commit(rd, f, UW__DDP_TAGGED_HLEN, &pay, chunk ? 1 : 0);
+    frame_commit(rd, f, hlen, &pay, chunk ? 1 : 0);
 }
 
 static int ord_limit(const struct uw__rdmap *rd)
@@ -194,6 +192,20 @@ static int ord_limit(const struct uw__rdmap *rd)
     if (o == UW_MPA_NO_NEGOTIATION || o > UW__MAX_IRD)
         o = UW__MAX_IRD;
     return (int)o;
+}
+
+/* The RDMAP opcode a work request travels as. */
+static uint8_t wr_op(const uw_send_wr *wr)
+{
+    switch (wr->opcode) {
+    case UW_WR_RDMA_WRITE:
+        return UW__OP_WRITE;
+    case UW_WR_RDMA_READ:
+        return UW__OP_READ_REQ;
+    default:
+        return uw__send_opcode((wr->flags & UW_SEND_SOLICITED) != 0,
+                               wr->opcode == UW_WR_SEND_WITH_INV);
+    }
 }
 
 /* Segments the next piece of the send-queue request at sq_next; returns false
@@ -232,50 +244,43 @@ static bool build_sq(struct uw__rdmap *rd)
             }
             if ((int)rd->ord_out >= ord_limit(rd))
                 return false; /* RFC 5040 6.3: beyond ORD, wait in the send queue */
-            q->msn = rd->msn_tx[1]++;
-            break;
-        case UW_WR_SEND:
-        case UW_WR_SEND_WITH_INV:
-            q->msn = rd->msn_tx[0]++;
             break;
         default:
             break;
         }
+        uint8_t op = wr_op(&q->wr);
+        if (!uw__optab[op].tagged)
+            q->msn = next_msn(rd, op);
         q->state = UW__WQE_SENDING;
     }
+    uint8_t op = wr_op(&q->wr);
+    const struct uw__opinfo *o = &uw__optab[op];
     struct uw__txf *f = frame_new(rd);
     struct iovec pay[UW_MAX_SGE];
-    size_t npay = 0, hlen;
+    size_t npay = 0, hlen = o->hlen + o->fixed;
     bool last = true;
-    if (q->wr.opcode == UW_WR_RDMA_READ) {
-        hdr_untagged(rd, f->hdr, UW__OP_READ_REQ, true, UW__QN_READ, q->msn, 0, 0);
+    if (op == UW__OP_READ_REQ) {
+        put_hdr(rd, f->hdr, op, true, 0, 0, q->msn);
+        /* A Read has one scatter entry: its sink is one STag and TO. */
         uw__read_req rr = {.sink_stag = q->len ? q->sge[0].lkey : 0,
                            .sink_to = q->len ? q->sge[0].addr : 0,
                            .size = q->len,
                            .src_stag = q->wr.rkey,
                            .src_to = q->wr.remote_addr};
-        uw__read_req_encode(&rr, f->hdr + UW__DDP_UNTAGGED_HLEN);
-        hlen = UW__DDP_UNTAGGED_HLEN + UW__READ_REQ_LEN;
+        uw__read_req_encode(&rr, f->hdr + o->hlen);
         q->state = UW__WQE_WAIT_RESP;
         rd->ord_out++;
         f->kind = UW__TXK_READREQ;
     } else {
-        bool tagged = q->wr.opcode == UW_WR_RDMA_WRITE;
-        hlen = tagged ? UW__DDP_TAGGED_HLEN : UW__DDP_UNTAGGED_HLEN;
         uint32_t chunk = q->len - q->off;
         if (chunk > room(rd, (uint32_t)hlen))
             chunk = room(rd, (uint32_t)hlen);
         last = q->off + chunk == q->len;
-        if (tagged) {
-            hdr_tagged(rd, f->hdr, UW__OP_WRITE, last, q->wr.rkey, q->wr.remote_addr + q->off);
-        } else {
-            bool se = (q->wr.flags & UW_SEND_SOLICITED) != 0;
-            bool inv = q->wr.opcode == UW_WR_SEND_WITH_INV;
-            uint8_t op = inv ? (se ? UW__OP_SEND_SE_INV : UW__OP_SEND_INV)
-                             : (se ? UW__OP_SEND_SE : UW__OP_SEND);
-            hdr_untagged(rd, f->hdr, op, last, UW__QN_SEND, q->msn, q->off,
-                         inv ? q->wr.invalidate_stag : 0);
-        }
+        if (o->tagged)
+            put_hdr(rd, f->hdr, op, last, q->wr.rkey, q->wr.remote_addr + q->off, 0);
+        else
+            put_hdr(rd, f->hdr, op, last, (o->flags & UW__OPF_INV) ? q->wr.invalidate_stag : 0,
+                    q->off, q->msn);
         npay = sge_slice(q->sge, q->wr.num_sge, q->off, chunk, pay);
         q->off += chunk;
         if (last)
