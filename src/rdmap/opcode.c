@@ -131,7 +131,8 @@ static int send_hdr(struct uw__rdmap *rd, uint32_t len)
         return UW_EDDP_TOO_LONG;
     rx->dest = UW__D_RECV;
     rx->rwqe = r;
-    rx->rmo = rx->rstart = h->mo;
+    uw__sgc_init(&rx->rc, r->sge, r->wr.num_sge, h->mo);
+    rx->rstart = h->mo;
     return 0;
 }
 
@@ -144,7 +145,7 @@ static int send_end(struct uw__rdmap *rd)
         rtr_arrived(rd, UW_MPA_RTR_SEND);
         return 0;
     }
-    rd->rq_msg_off = rx->rmo;
+    rd->rq_msg_off = rx->rc.pos;
     if (!h->last)
         return 0;
     unsigned f = uw__optab[h->opcode].flags;

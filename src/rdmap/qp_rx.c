@@ -87,21 +87,12 @@ static void place(struct uw__rdmap *rd, const uint8_t *p, uint32_t n)
         rx->dptr += n;
         break;
     case UW__D_RECV: {
-        struct uw__rwqe *r = rx->rwqe;
-        uint32_t off = rx->rmo;
-        for (int i = 0; i < r->wr.num_sge && n; i++) {
-            if (off >= r->sge[i].length) {
-                off -= r->sge[i].length;
-                continue;
-            }
-            uint32_t take = r->sge[i].length - off;
-            if (take > n)
-                take = n;
-            memcpy((uint8_t *)(uintptr_t)(r->sge[i].addr + off), p, take);
-            p += take;
-            n -= take;
-            rx->rmo += take;
-            off = 0;
+        uint8_t *d;
+        uint32_t t;
+        while ((t = uw__sgc_take(&rx->rc, n, &d)) != 0) {
+            memcpy(d, p, t);
+            p += t;
+            n -= t;
         }
         break;
     }
@@ -123,20 +114,15 @@ static void scrub(struct uw__rdmap *rd)
     struct uw__rx *rx = &rd->rx;
     if (rx->dest == UW__D_MEM && rx->dstart)
         memset(rx->dstart, 0, (size_t)(rx->dptr - rx->dstart));
-    if (rx->dest == UW__D_RECV && rx->rmo > rx->rstart) {
+    if (rx->dest == UW__D_RECV && rx->rc.pos > rx->rstart) {
         struct uw__rwqe *r = rx->rwqe;
-        uint32_t off = rx->rstart, n = rx->rmo - rx->rstart;
-        for (int i = 0; i < r->wr.num_sge && n; i++) {
-            if (off >= r->sge[i].length) {
-                off -= r->sge[i].length;
-                continue;
-            }
-            uint32_t take = r->sge[i].length - off;
-            if (take > n)
-                take = n;
-            memset((uint8_t *)(uintptr_t)(r->sge[i].addr + off), 0, take);
-            n -= take;
-            off = 0;
+        uw__sgc c;
+        uw__sgc_init(&c, r->sge, r->wr.num_sge, rx->rstart);
+        uint32_t n = rx->rc.pos - rx->rstart, t;
+        uint8_t *d;
+        while ((t = uw__sgc_take(&c, n, &d)) != 0) {
+            memset(d, 0, t);
+            n -= t;
         }
     }
 }
@@ -196,7 +182,7 @@ static void placed(struct uw__rdmap *rd, const uint8_t *p, uint32_t n)
             rx->dstart = rx->dptr;
         rx->dptr += n;
     } else if (rx->dest == UW__D_RECV) {
-        rx->rmo += n;
+        uw__sgc_advance(&rx->rc, n);
     }
     (void)p;
 }
@@ -404,40 +390,20 @@ static int consume(struct uw__rdmap *rd, const uint8_t *p, uint32_t len, uint32_
 #undef CRC_FLUSH
 }
 
-/* Adds the destination iovecs of n payload octets starting at the planned
- * cursor; returns how many entries were added (0 when out of room). */
-static int plan_payload(struct uw__rx *rx, struct iovec *iov, int k, int cap, uint8_t **dp,
-                        uint32_t *mo, uint32_t n)
+/* Up to room destination iovecs for n payload octets at the planned cursor
+ * (dp for a region, rc for a receive); returns how many were added. Fewer
+ * octets than n when room runs out: the rest comes with the next read. */
+static int plan_payload(const struct uw__rx *rx, struct iovec *iov, int room, uint8_t **dp,
+                        uw__sgc *rc, uint32_t n)
 {
-    int k0 = k;
-    if (rx->dest == UW__D_MEM) {
-        if (k >= cap)
-            return 0;
-        iov[k].iov_base = *dp;
-        iov[k].iov_len = n;
-        *dp += n;
-        return 1;
-    }
-    struct uw__rwqe *r = rx->rwqe;
-    uint32_t off = *mo;
-    for (int i = 0; i < r->wr.num_sge && n; i++) {
-        if (off >= r->sge[i].length) {
-            off -= r->sge[i].length;
-            continue;
-        }
-        if (k >= cap)
-            return k - k0; /* partial: the rest comes with the next read */
-        uint32_t take = r->sge[i].length - off;
-        if (take > n)
-            take = n;
-        iov[k].iov_base = (uint8_t *)(uintptr_t)(r->sge[i].addr + off);
-        iov[k].iov_len = take;
-        k++;
-        n -= take;
-        *mo += take;
-        off = 0;
-    }
-    return k - k0;
+    if (rx->dest == UW__D_RECV)
+        return uw__sgc_slice(rc, n, iov, room);
+    if (room < 1)
+        return 0;
+    iov[0].iov_base = *dp;
+    iov[0].iov_len = n;
+    *dp += n;
+    return 1;
 }
 
 /* Plans one read straight to the destination: the payload runs of this FPDU
@@ -451,14 +417,14 @@ static int plan_direct(struct uw__rdmap *rd, struct iovec *iov, int cap)
     uw__run tr = rx->run;
     uint32_t toff = rx->run_off;
     uint8_t *dp = rx->dptr;
-    uint32_t mo = rx->rmo;
+    uw__sgc rc = rx->rc;
     int k = 0, nmark = 0;
     bool to_end = false;
     while (k < cap - 1) {
         if (tr.field == UW__F_PAYLOAD) {
             uint32_t n = tr.len - toff;
             int before = k;
-            int added = plan_payload(rx, iov, k, cap - 1, &dp, &mo, n);
+            int added = plan_payload(rx, iov + k, cap - 1 - k, &dp, &rc, n);
             k += added;
             uint32_t got = 0;
             for (int i = before; i < k; i++)

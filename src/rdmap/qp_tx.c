@@ -77,27 +77,6 @@ static void frame_commit(struct uw__rdmap *rd, struct uw__txf *f, size_t hlen,
     rd->txf_count++;
 }
 
-/* The iovecs of payload octets [off, off+len) of a scatter list. */
-static size_t sge_slice(const uw_sge *sge, int nsge, uint32_t off, uint32_t len, struct iovec *out)
-{
-    size_t n = 0;
-    for (int i = 0; i < nsge && len; i++) {
-        if (off >= sge[i].length) {
-            off -= sge[i].length;
-            continue;
-        }
-        uint32_t take = sge[i].length - off;
-        if (take > len)
-            take = len;
-        out[n].iov_base = (void *)(uintptr_t)(sge[i].addr + off);
-        out[n].iov_len = take;
-        n++;
-        len -= take;
-        off = 0;
-    }
-    return n;
-}
-
 /* Writes op's header; the buffer model and queue come from the opcode
  * table. stag is the target (tagged) or the STag to invalidate; off is the
  * TO (tagged) or the MO. Returns the header's length. */
@@ -281,7 +260,9 @@ static bool build_sq(struct uw__rdmap *rd)
         else
             put_hdr(rd, f->hdr, op, last, (o->flags & UW__OPF_INV) ? q->wr.invalidate_stag : 0,
                     q->off, q->msn);
-        npay = sge_slice(q->sge, q->wr.num_sge, q->off, chunk, pay);
+        uw__sgc c;
+        uw__sgc_init(&c, q->sge, q->wr.num_sge, q->off);
+        npay = (size_t)uw__sgc_slice(&c, chunk, pay, UW_MAX_SGE);
         q->off += chunk;
         if (last)
             f->kind = UW__TXK_SQ_LAST;

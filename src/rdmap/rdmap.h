@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 
 #include "mpa/fpdu_walk.h"
+#include "rdmap/sgc.h"
 #include "rdmap/wire.h"
 #include "util/cq_ring.h"
 #include "util/mr_table.h"
@@ -126,7 +127,7 @@ struct uw__rx {
     uint8_t *dptr;         /* DEST_MEM: next octet */
     uint8_t *dstart;       /* DEST_MEM: first octet placed by this FPDU (scrub on CRC error) */
     struct uw__rwqe *rwqe; /* DEST_RECV */
-    uint32_t rmo;          /* DEST_RECV: message offset of the next octet */
+    uw__sgc rc;            /* DEST_RECV: at the next octet; rc.pos is its message offset */
     uint32_t rstart;       /* DEST_RECV: MO of the first octet placed by this FPDU */
     uint8_t small[UW__TERM_MAX_LEN + 64]; /* DEST_SMALL: Read Request, Terminate */
     uint32_t small_len;
