@@ -78,12 +78,6 @@ static uint32_t le32(const uint8_t *p)
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-/* RFC 5044 4.2: receivers treat the two low FPDUPTR bits as zero. */
-static bool marker_ok(const uint8_t *m, uint32_t want)
-{
-    return (be16(m + 2) & ~3u) == (want & ~3u);
-}
-
 static ssize_t fail(uw_mpa_rx *rx, int err, uint32_t fpdu_pos)
 {
     rx->err = err;
@@ -131,7 +125,7 @@ static ssize_t fast(uw_mpa_rx *rx, const uint8_t *p, size_t avail, uw_mpa_ulpdu_
         if (want_crc && r.in_crc)
             crc = uw_crc32c_update(crc, q, r.len);
         if (r.field == UW__F_MARKER) {
-            marker_bad |= !marker_ok(q, r.fpduptr);
+            marker_bad |= !uw__marker_ok(q, r.fpduptr);
         } else if (r.field == UW__F_PAYLOAD) {
             rx->iov[cnt].iov_base = (void *)q;
             rx->iov[cnt++].iov_len = r.len;
@@ -207,7 +201,7 @@ static ssize_t slow(uw_mpa_rx *rx, const uint8_t *p, size_t avail, uw_mpa_ulpdu_
             break;
         rx->have_run = false;
         if (r->field == UW__F_MARKER) {
-            rx->marker_bad |= !marker_ok(rx->mark, r->fpduptr);
+            rx->marker_bad |= !uw__marker_ok(rx->mark, r->fpduptr);
         } else if (r->field == UW__F_LEN && r->logical + r->len == 2) {
             uint32_t n = be16(rx->lenf);
             if (n > rx->max_ulpdu)

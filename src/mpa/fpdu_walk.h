@@ -111,6 +111,23 @@ static inline bool uw__walk_next(uw__walk *w, uw__run *r)
     return true;
 }
 
+/* The FPDUPTR a received marker carries. RFC 5044 4.2: receivers treat its
+ * two low bits as zero (and ignore the reserved first half). */
+static inline uint32_t uw__marker_fpduptr(const uint8_t m[4])
+{
+    return ((uint32_t)m[2] << 8 | m[3]) & ~3u;
+}
+
+/* The one FPDUPTR check every receiver makes: marker m, as received, carries
+ * the pointer the walk computed for its run (uw__run.fpduptr: RFC 5044 4.3,
+ * back to the FPDU's ULPDU_Length field, 0 for a leading marker). Low bits
+ * are masked on both sides, which is exact for aligned streams and lets
+ * misaligned ones (docs/design.md) round-trip. */
+static inline bool uw__marker_ok(const uint8_t m[4], uint32_t want)
+{
+    return uw__marker_fpduptr(m) == (want & ~3u);
+}
+
 /* Wire length of a whole FPDU (markers included). */
 static inline uint32_t uw__fpdu_wire_len(uint32_t pos, uint32_t n, bool markers)
 {

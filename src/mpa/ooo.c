@@ -324,12 +324,8 @@ static int check(uw_mpa_ooo *r, uint64_t s, uint32_t n)
             crc = ring_crc(r, crc, at, run.len);
         switch (run.field) {
         case UW__F_MARKER:
-            /* RFC 5044 4.2: the two low FPDUPTR bits count as zero. 4.3: every
-             * marker of an FPDU points at its ULPDU_Length field; a leading
-             * one (between FPDUs) is 0. */
             ring_read(r, at, f, 4);
-            if ((((uint32_t)f[2] << 8 | f[3]) & ~3u) != (run.fpduptr & ~3u))
-                marker_bad = true;
+            marker_bad |= !uw__marker_ok(f, run.fpduptr);
             break;
         case UW__F_PAYLOAD:
             ring_read(r, at, r->scratch + (run.logical - 2), run.len);
@@ -470,7 +466,7 @@ static uint64_t marker_target(const uw_mpa_ooo *r, uint64_t m)
 {
     uint8_t f[4];
     ring_read(r, m, f, 4);
-    uint64_t p = ((uint32_t)f[2] << 8 | f[3]) & ~3u; /* 4.2: low bits as zero */
+    uint64_t p = uw__marker_fpduptr(f);
     if (p > m - r->d)
         return NONE;
     uint64_t len = m - p;

@@ -187,13 +187,6 @@ static void placed(struct uw__rdmap *rd, const uint8_t *p, uint32_t n)
     (void)p;
 }
 
-/* RFC 5044 4.2: the two low FPDUPTR bits are treated as zero. */
-static inline void mark_check(struct uw__rx *rx, const uint8_t *m, uint32_t fpduptr)
-{
-    if ((((uint32_t)m[2] << 8 | m[3]) & ~3u) != (fpduptr & ~3u))
-        rx->marker_bad = true;
-}
-
 /* A whole FPDU without markers already staged (the common case for small
  * messages): the same steps as the run-by-run walk below, taken at once,
  * with one CRC call. Returns the octets used, 0 when the general walk must
@@ -283,7 +276,7 @@ static int consume(struct uw__rdmap *rd, const uint8_t *p, uint32_t len, uint32_
             const uint32_t iv = UW_MPA_MARKER_INTERVAL, ml = UW_MPA_MARKER_LEN;
             while (len >= iv && w->wire != 0 && (w->pos + w->wire) % iv == 0 && w->logical >= 2 &&
                    w->logical + (iv - ml) <= w->bound[1]) {
-                mark_check(rx, p, w->wire - w->hdr);
+                rx->marker_bad |= !uw__marker_ok(p, w->wire - w->hdr);
                 place(rd, p + ml, iv - ml);
                 if (want_crc)
                     CRC_SPAN(p, iv);
@@ -317,12 +310,12 @@ static int consume(struct uw__rdmap *rd, const uint8_t *p, uint32_t len, uint32_
             /* Whole markers are checked in place; only a split one is
              * gathered (storing bytes and reloading them as a word stalls). */
             if (take == UW_MPA_MARKER_LEN) {
-                mark_check(rx, p, run->fpduptr);
+                rx->marker_bad |= !uw__marker_ok(p, run->fpduptr);
             } else {
                 for (uint32_t i = 0; i < take; i++)
                     rx->mark[rx->run_off + i] = p[i];
                 if (rx->run_off + take == UW_MPA_MARKER_LEN)
-                    mark_check(rx, rx->mark, run->fpduptr);
+                    rx->marker_bad |= !uw__marker_ok(rx->mark, run->fpduptr);
             }
             break;
         case UW__F_LEN:

@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "mpa/fpdu_walk.h"
 #include "testutil.h"
 #include "uwarp/crc32c.h"
 #include "uwarp/mpa.h"
@@ -578,6 +579,27 @@ static void test_pause_and_alloc(void **state)
     assert_int_equal(uw_mpa_rx_create(&rx, &bad), UW_EINVAL);
 }
 
+/* uw__marker_ok(), the FPDUPTR check all three receivers share: the two low
+ * bits are ignored on both sides (RFC 5044 4.2), the reserved half is not
+ * read, and a pointer the walk computes past 16 bits never matches. */
+static void test_fpduptr_check(void **st)
+{
+    (void)st;
+    const uint8_t m14[4] = {0, 0, 0, 0x14}, m17[4] = {0, 0, 0, 0x17};
+    const uint8_t m18[4] = {0, 0, 0, 0x18}, rsvd[4] = {0xff, 0xff, 0, 0x14};
+    const uint8_t zero[4] = {0, 0, 0, 0}, big[4] = {0, 0, 0xff, 0xfc};
+    assert_true(uw__marker_ok(m14, 0x14));
+    assert_true(uw__marker_ok(m17, 0x14));
+    assert_true(uw__marker_ok(m14, 0x17));
+    assert_false(uw__marker_ok(m18, 0x14));
+    assert_true(uw__marker_ok(rsvd, 0x14));
+    assert_true(uw__marker_ok(zero, 0)); /* a leading marker */
+    assert_false(uw__marker_ok(zero, 4));
+    assert_true(uw__marker_ok(big, 0xfffc));
+    assert_false(uw__marker_ok(m14, 0x10014));
+    assert_int_equal(uw__marker_fpduptr(m17), 0x14);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -593,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_tx_limits),
         cmocka_unit_test(test_marker_at_boundaries),
+        cmocka_unit_test(test_fpduptr_check),
         cmocka_unit_test(test_pause_and_alloc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
