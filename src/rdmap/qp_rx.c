@@ -466,8 +466,11 @@ int uw__rd_rx_iov(struct uw__rdmap *rd, struct iovec *iov, int cap)
         return 0;
     if (rx->st_head == rx->st_tail)
         rx->st_head = rx->st_tail = 0;
+    rx->asked = 0;
     if (!(rd->flags_rx & UW_MPA_MARKERS) && can_direct(rx) && cap >= 2)
         return plan_direct(rd, iov, cap > UW__RX_PLAN ? UW__RX_PLAN : cap);
+    if (rx->full_reads >= UW__RX_GROW_READS)
+        uw__rd_rx_grow(rd);
     if (!rx->in_fpdu && rx->st_head == rx->st_tail && paused(rd))
         return 0;
     if (rx->st_tail == rx->stage_cap) {
@@ -482,6 +485,9 @@ int uw__rd_rx_iov(struct uw__rdmap *rd, struct iovec *iov, int cap)
     if (rx->big && !(rd->flags_rx & UW_MPA_MARKERS) && !rx->in_fpdu && rx->st_head == rx->st_tail &&
         iov[0].iov_len > UW__RX_LOOKAHEAD)
         iov[0].iov_len = UW__RX_LOOKAHEAD;
+    /* Only a read offered at least half the stage says the stage is small. */
+    if (iov[0].iov_len >= rx->stage_cap / 2)
+        rx->asked = (uint32_t)iov[0].iov_len;
     return iov[0].iov_len ? 1 : 0;
 }
 
@@ -505,6 +511,8 @@ int uw__rd_rx_advance(struct uw__rdmap *rd, size_t n)
     struct uw__rx *rx = &rd->rx;
     if (!rx->plan_total) {
         rx->st_tail += (uint32_t)n;
+        if (rx->asked)
+            rx->full_reads = n == rx->asked ? rx->full_reads + 1 : 0;
         return drain_stage(rd);
     }
     /* Replay the plan: the octets are already in place. */

@@ -11,10 +11,10 @@
 
 static struct uw__txf *frame_new(struct uw__rdmap *rd)
 {
-    uint32_t i = (rd->txf_head + rd->txf_count) % UW__TX_FRAMES;
+    uint32_t i = (rd->txf_head + rd->txf_count) & (rd->txf_cap - 1);
     struct uw__txf *f = &rd->txf[i];
     f->iov = rd->txiov + (size_t)i * rd->txf_iov;
-    if (rd->txb_pos + UW__TXB_FRAME > UW__TXB_CAP)
+    if (rd->txb_pos + UW__TXB_FRAME > UW__TXB_BYTES(rd->txf_cap))
         rd->txb_pos = 0;
     f->b = rd->txb + rd->txb_pos;
     f->hdr = f->b + 2;
@@ -284,7 +284,9 @@ static void build(struct uw__rdmap *rd)
     if (!((rd->term_queued && !rd->term_sent) || rd->rtr_pending_tx || rd->tx_cur ||
           rd->irq_tx < rd->irq_count || rd->sq_next < rd->sq_count))
         return;
-    while (rd->txf_count < UW__TX_FRAMES && !rd->term_sent &&
+    if (rd->tx_grow && !rd->txf_count)
+        uw__rd_tx_grow(rd);
+    while (rd->txf_count < rd->txf_cap && !rd->term_sent &&
            (!rd->txs || rd->txs_used < rd->txs_n)) {
         if (rd->term_queued) {
             build_term(rd);
@@ -309,6 +311,11 @@ static void build(struct uw__rdmap *rd)
         if (!build_sq(rd))
             return;
     }
+    /* Full with more of a message to go: a stream of small FPDUs. */
+    if (rd->txf_count == rd->txf_cap &&
+        (rd->tx_cur || rd->sq_next < rd->sq_count || rd->irq_tx < rd->irq_count) && !rd->txs &&
+        rd->mulpdu <= UW__TX_GROW_MULPDU && rd->txf_cap < UW__TX_FRAMES_MAX)
+        rd->tx_grow = true;
 }
 
 bool uw__rd_tx_pending(struct uw__rdmap *rd)
@@ -323,7 +330,7 @@ int uw__rd_tx_iov(struct uw__rdmap *rd, struct iovec *iov, int cap)
     int n = 0;
     size_t skip = rd->txf_off;
     for (uint32_t i = 0; i < rd->txf_count; i++) {
-        struct uw__txf *f = &rd->txf[(rd->txf_head + i) % UW__TX_FRAMES];
+        struct uw__txf *f = &rd->txf[(rd->txf_head + i) & (rd->txf_cap - 1)];
         for (uint16_t k = 0; k < f->iovcnt; k++) {
             size_t l = f->iov[k].iov_len;
             if (skip >= l) {
@@ -382,7 +389,7 @@ void uw__rd_tx_advance(struct uw__rdmap *rd, size_t n)
         }
         n -= left;
         rd->txf_off = 0;
-        rd->txf_head = (rd->txf_head + 1) % UW__TX_FRAMES;
+        rd->txf_head = (rd->txf_head + 1) & (rd->txf_cap - 1);
         rd->txf_count--;
         frame_done(rd, f);
     }
@@ -426,7 +433,7 @@ ssize_t uw__rd_tx_take(struct uw__rdmap *rd, uint8_t **out)
             break;
         /* The requests are being dropped with the QP: nothing to complete. */
         for (uint32_t i = 0; i < rd->txf_count; i++) {
-            struct uw__txf *f = &rd->txf[(rd->txf_head + i) % UW__TX_FRAMES];
+            struct uw__txf *f = &rd->txf[(rd->txf_head + i) & (rd->txf_cap - 1)];
             if (f->kind != UW__TXK_TERM)
                 f->kind = UW__TXK_NONE;
         }

@@ -10,6 +10,7 @@ int uw__rd_init(struct uw__rdmap *rd, const uw_allocator *a, uint32_t sqd, uint3
     rd->alloc = *a;
     rd->sq = a->alloc(a->ud, sqd * sizeof(*rd->sq));
     rd->rq = a->alloc(a->ud, rqd * sizeof(*rd->rq));
+    rd->txf_cap = UW__TX_FRAMES;
     rd->txf = a->alloc(a->ud, UW__TX_FRAMES * sizeof(*rd->txf));
     rd->rx.stage = a->alloc(a->ud, UW__RX_STAGE);
     rd->rx.stage_cap = UW__RX_STAGE;
@@ -117,9 +118,9 @@ int uw__rd_start(struct uw__rdmap *rd, const uw_mpa_params *mpa, bool initiator,
     const uw_allocator *a = &rd->alloc;
     rd->txf_iov = UW__TXF_IOV_PLAIN;
     a->free(a->ud, rd->txiov);
-    rd->txiov = a->alloc(a->ud, (size_t)UW__TX_FRAMES * rd->txf_iov * sizeof(struct iovec));
+    rd->txiov = a->alloc(a->ud, (size_t)rd->txf_cap * rd->txf_iov * sizeof(struct iovec));
     a->free(a->ud, rd->txb);
-    rd->txb = a->alloc(a->ud, UW__TXB_CAP);
+    rd->txb = a->alloc(a->ud, UW__TXB_BYTES(rd->txf_cap));
     rd->txb_pos = 0;
     a->free(a->ud, rd->txs);
     rd->txs = NULL;
@@ -133,8 +134,8 @@ int uw__rd_start(struct uw__rdmap *rd, const uw_mpa_params *mpa, bool initiator,
         rd->txs_n = (256u * 1024) / rd->txs_size;
         if (rd->txs_n < 4)
             rd->txs_n = 4;
-        if (rd->txs_n > UW__TX_FRAMES)
-            rd->txs_n = UW__TX_FRAMES;
+        if (rd->txs_n > rd->txf_cap)
+            rd->txs_n = rd->txf_cap;
         rd->txs_head = rd->txs_used = 0;
         rd->txs = a->alloc(a->ud, (size_t)rd->txs_n * rd->txs_size);
     }
@@ -171,4 +172,53 @@ int uw__rd_start(struct uw__rdmap *rd, const uw_mpa_params *mpa, bool initiator,
     rd->first_rx_pending = !initiator && !mpa->p2p;
     rd->news |= UW__RD_KICK;
     return 0;
+}
+
+void uw__rd_tx_grow(struct uw__rdmap *rd)
+{
+    /* Only while no frame is built: frames point into txiov and txb. */
+    rd->tx_grow = false;
+    if (rd->txf_count || rd->txf_cap >= UW__TX_FRAMES_MAX)
+        return;
+    const uw_allocator *a = &rd->alloc;
+    uint32_t cap = rd->txf_cap * 2;
+    struct uw__txf *f = a->alloc(a->ud, cap * sizeof(*f));
+    struct iovec *iov = a->alloc(a->ud, (size_t)cap * rd->txf_iov * sizeof(*iov));
+    uint8_t *b = a->alloc(a->ud, UW__TXB_BYTES(cap));
+    if (!f || !iov || !b) {
+        /* The ring it has still works. */
+        a->free(a->ud, f);
+        a->free(a->ud, iov);
+        a->free(a->ud, b);
+        return;
+    }
+    a->free(a->ud, rd->txf);
+    a->free(a->ud, rd->txiov);
+    a->free(a->ud, rd->txb);
+    rd->txf = f;
+    rd->txiov = iov;
+    rd->txb = b;
+    rd->txf_cap = cap;
+    rd->txf_head = 0;
+    rd->txb_pos = 0;
+}
+
+void uw__rd_rx_grow(struct uw__rdmap *rd)
+{
+    struct uw__rx *rx = &rd->rx;
+    rx->full_reads = 0;
+    if (rx->stage_cap >= UW__RX_STAGE_MAX)
+        return;
+    const uw_allocator *a = &rd->alloc;
+    uint32_t cap = rx->stage_cap * 2;
+    uint8_t *st = a->alloc(a->ud, cap);
+    if (!st)
+        return; /* the stage it has still works */
+    uint32_t n = rx->st_tail - rx->st_head;
+    memcpy(st, rx->stage + rx->st_head, n);
+    a->free(a->ud, rx->stage);
+    rx->stage = st;
+    rx->stage_cap = cap;
+    rx->st_head = 0;
+    rx->st_tail = n;
 }

@@ -21,10 +21,24 @@
 #include "uwarp/verbs.h"
 
 #define UW__MAX_IRD 128u
-#define UW__TX_FRAMES 32u /* FPDUs built ahead of the socket */
-#define UW__TX_FLAT 512u  /* largest FPDU copied flat (txflat) */
-#define UW__TX_IOV 1024u  /* IOV_MAX */
+/* FPDUs built ahead of the socket: a power of two (the ring is masked).
+ * A connection starts with UW__TX_FRAMES and doubles up to
+ * UW__TX_FRAMES_MAX while it streams FPDUs of at most UW__TX_GROW_MULPDU:
+ * at an Ethernet MTU 32 frames are 45 KiB, a system call per 45 KiB where
+ * TCP takes a whole message per call; with 64 KiB FPDUs 32 frames are
+ * 2 MiB already. Idle and request/response connections keep the small
+ * ring (memory per idle connection). */
+#define UW__TX_FRAMES 32u
+#define UW__TX_FRAMES_MAX 256u
+#define UW__TX_GROW_MULPDU 16384u
+#define UW__TX_FLAT 512u /* largest FPDU copied flat (txflat) */
+#define UW__TX_IOV 1024u /* IOV_MAX */
 #define UW__RX_STAGE (16u * 1024u)
+/* The stage of a connection that keeps filling it with small FPDUs (an
+ * Ethernet MTU's) grows to this, so that one read takes some ninety FPDUs
+ * instead of eleven; UW__RX_GROW_READS full reads in a row show it. */
+#define UW__RX_STAGE_MAX (128u * 1024u)
+#define UW__RX_GROW_READS 4u
 /* With markers payload is not read straight to its place (a read would
  * scatter some 260 pieces per 64 KiB): a large stage is read in one call,
  * its CRC taken in one pass and the payload copied out while cached. */
@@ -80,7 +94,7 @@ struct uw__irq_ent {
 #define UW__TXB_FRAME (2u + UW__DDP_UNTAGGED_HLEN + UW__TERM_MAX_LEN + 3u + 4u)
 /* Frames are placed one after another and wrap early; with two frames of
  * slack a new one never reaches the oldest still queued (qp_tx.c). */
-#define UW__TXB_CAP ((UW__TX_FRAMES + 2u) * UW__TXB_FRAME)
+#define UW__TXB_BYTES(frames) (((frames) + 2u) * UW__TXB_FRAME)
 
 /* One FPDU built for transmission. */
 struct uw__txf {
@@ -134,8 +148,10 @@ struct uw__rx {
     /* Staged octets not yet consumed. */
     uint8_t *stage;
     uint32_t st_head, st_tail;
-    uint32_t stage_cap; /* UW__RX_STAGE, or UW__RX_STAGE_MARKERS with markers */
-    bool big;           /* the last FPDU was large: read headers without payload */
+    uint32_t stage_cap;  /* UW__RX_STAGE, or UW__RX_STAGE_MARKERS with markers */
+    uint32_t asked;      /* octets the last stage read asked for (0: a direct read) */
+    uint32_t full_reads; /* stage reads in a row that came back full */
+    bool big;            /* the last FPDU was large: read headers without payload */
     /* The last direct read's plan: plan_n destination/marker iovecs, then
      * (up to plan_total) the staging tail. */
     struct iovec plan[UW__RX_PLAN];
@@ -184,7 +200,9 @@ struct uw__rdmap {
     uint32_t ord_out; /* Read Requests on the wire awaiting their Response */
     struct uw__txf *txf;
     struct iovec *txiov;
-    uint8_t *txb;     /* UW__TXB_CAP: the frames' own octets */
+    uint32_t txf_cap; /* frames in the ring: a power of two */
+    bool tx_grow;     /* the ring was full mid-stream: double it once empty */
+    uint8_t *txb;     /* UW__TXB_BYTES(txf_cap): the frames' own octets */
     uint32_t txb_pos; /* where the next frame's octets go */
     uint32_t txf_iov; /* iovecs per frame */
     /* With markers, frames are copied whole into fixed slots (qp_tx.c):
@@ -230,6 +248,11 @@ int uw__rd_start(struct uw__rdmap *rd, const uw_mpa_params *mpa, bool initiator,
 void uw__rd_flush(struct uw__rdmap *rd, int err);
 /* Retires finished send-queue requests in order into the send CQ. */
 void uw__rd_sq_retire(struct uw__rdmap *rd);
+/* Doubles the transmit frame ring (tx_grow asked for it) once no frame is
+ * built, and the receive stage (full_reads said so) keeping what it holds.
+ * Out of memory, each keeps the size it has. */
+void uw__rd_tx_grow(struct uw__rdmap *rd);
+void uw__rd_rx_grow(struct uw__rdmap *rd);
 
 /* qp_tx.c */
 /* Builds FPDUs from the queues and gathers up to cap iovecs of unsent octets.

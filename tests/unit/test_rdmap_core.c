@@ -154,12 +154,98 @@ static void test_terminates_are_news(void **st)
     core_fini(&c);
 }
 
+/* A stream of small FPDUs (an Ethernet MTU's) grows the transmit ring up to
+ * UW__TX_FRAMES_MAX frames per gather, and the receiver's stage up to
+ * UW__RX_STAGE_MAX, while every octet still lands where it belongs. */
+#define BIG (512u * 1024u)
+static void test_small_fpdus_grow_ring_and_stage(void **st)
+{
+    (void)st;
+    static uint8_t src[BIG], dst[BIG];
+    for (uint32_t i = 0; i < BIG; i++)
+        src[i] = (uint8_t)(i * 131 + (i >> 9));
+    memset(dst, 0, sizeof(dst));
+    core tx, rx;
+    core_init(&tx, true, false, 0);
+    core_init(&rx, false, false, 0);
+    uw_mr smr = {.pd = PD, .addr = src, .len = BIG, .access = UW_ACCESS_LOCAL_WRITE, .valid = true};
+    uw_mr dmr = {.pd = PD,
+                 .addr = dst,
+                 .len = BIG,
+                 .access = UW_ACCESS_LOCAL_WRITE | UW_ACCESS_REMOTE_WRITE,
+                 .valid = true};
+    assert_int_equal(uw__mrt_add(&tx.mrt, &tx.a, &smr), 0);
+    assert_int_equal(uw__mrt_add(&rx.mrt, &rx.a, &dmr), 0);
+    struct uw__swqe *q = &tx.rd.sq[0];
+    memset(q, 0, sizeof(*q));
+    q->wr = (uw_send_wr){.wr_id = 1,
+                         .opcode = UW_WR_RDMA_WRITE,
+                         .num_sge = 1,
+                         .remote_addr = (uint64_t)(uintptr_t)dst,
+                         .rkey = dmr.stag};
+    q->sge[0] = (uw_sge){(uint64_t)(uintptr_t)src, BIG, smr.stag};
+    q->len = BIG;
+    q->signaled = true;
+    q->state = UW__WQE_QUEUED;
+    tx.rd.sq_count = 1;
+    assert_int_equal(tx.rd.txf_cap, UW__TX_FRAMES);
+    assert_int_equal(rx.rd.rx.stage_cap, UW__RX_STAGE);
+    uint32_t most = 0, rounds = 0;
+    static uint8_t wire[(UW__TX_FRAMES_MAX + 2) * (1024 + 64)];
+    for (;;) {
+        struct iovec iov[UW__TX_IOV];
+        int n = uw__rd_tx_iov(&tx.rd, iov, UW__TX_IOV);
+        if (n <= 0)
+            break;
+        size_t len = 0;
+        for (int i = 0; i < n; i++) {
+            assert_true(len + iov[i].iov_len <= sizeof(wire));
+            memcpy(wire + len, iov[i].iov_base, iov[i].iov_len);
+            len += iov[i].iov_len;
+        }
+        if (tx.rd.txf_count > most)
+            most = tx.rd.txf_count;
+        uw__rd_tx_advance(&tx.rd, len);
+        /* The receiver reads it as a socket would: a stage-full at a time. */
+        for (size_t off = 0; off < len;) {
+            struct iovec r[UW__RX_PLAN];
+            int k = uw__rd_rx_iov(&rx.rd, r, UW__RX_PLAN);
+            assert_true(k > 0);
+            size_t got = 0;
+            for (int i = 0; i < k && off < len; i++) {
+                size_t c = r[i].iov_len < len - off ? r[i].iov_len : len - off;
+                memcpy(r[i].iov_base, wire + off, c);
+                off += c;
+                got += c;
+                if (c < r[i].iov_len)
+                    break;
+            }
+            assert_int_equal(uw__rd_rx_advance(&rx.rd, got), 0);
+        }
+        rounds++;
+    }
+    assert_int_equal(tx.rd.sq_count, 0); /* completed: every FPDU went */
+    assert_int_equal(tx.scq.count, 1);
+    assert_int_equal(tx.swc[0].status, UW_WC_SUCCESS);
+    assert_int_equal(tx.rd.txf_cap, UW__TX_FRAMES_MAX);
+    assert_int_equal(most, UW__TX_FRAMES_MAX);
+    assert_true(rounds < BIG / 1024 / UW__TX_FRAMES);
+    assert_int_equal(rx.rd.rx.stage_cap, UW__RX_STAGE_MAX);
+    assert_memory_equal(dst, src, BIG);
+    assert_false(rx.rd.dead);
+    uw__mrt_remove(&tx.mrt, &smr);
+    uw__mrt_remove(&rx.mrt, &dmr);
+    core_fini(&tx);
+    core_fini(&rx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rtr_is_news),
         cmocka_unit_test(test_completion_is_news),
         cmocka_unit_test(test_terminates_are_news),
+        cmocka_unit_test(test_small_fpdus_grow_ring_and_stage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
