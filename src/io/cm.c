@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "io/engine.h"
@@ -114,10 +115,8 @@ int uw_connect(uw_qp *qp, const struct sockaddr *addr, socklen_t len, const uw_c
         return e;
     }
     qp->fd = fd;
-    qp->cm = UW__CM_CONNECTING;
-    qp->state = UW_QPS_CONNECTING;
-    uw__set_deadline(qp, deadline(&qp->param, true));
     uw_mpa_frame_parser_init(&qp->parser, UW_MPA_REPLY, UW_MPA_MAX_PD);
+    uw__cm_to(qp, UW__CM_CONNECTING, 0, "uw_connect");
     uw__qp_update_io(qp);
     uw__ctx_arm_timer(qp->ctx);
     return 0;
@@ -263,10 +262,8 @@ void uw__cm_accept_fd(uw_listener *l)
         policy_from(&qp->pol, &l->param);
         if (l->param.crc == UW_CRC_REQUIRE)
             qp->pol.crc = true;
-        qp->cm = UW__CM_WAIT_REQUEST;
-        qp->state = UW_QPS_CONNECTING;
-        uw__set_deadline(qp, deadline(&qp->param, false));
         uw_mpa_frame_parser_init(&qp->parser, UW_MPA_REQUEST, UW_MPA_MAX_PD);
+        uw__cm_to(qp, UW__CM_WAIT_REQUEST, 0, "accepted by a listener");
         uw__qp_update_io(qp);
     }
     uw__listener_update(l);
@@ -339,19 +336,14 @@ static int got_request(uw_qp *qp)
             if (n > 0) {
                 qp->hs_len = (uint32_t)n;
                 qp->hs_off = 0;
-                qp->cm = UW__CM_LINGER;
-                qp->close_err = r;
+                uw__cm_to(qp, UW__CM_LINGER, r, "refusing Reply");
                 return r;
             }
         }
     }
     if (r < 0)
         return r;
-    qp->cm = UW__CM_WAIT_ACCEPT;
-    uw_cm_event ev;
-    fill_event(qp, &ev, UW_CM_CONNECT_REQUEST, &qp->req);
-    ev.listener = qp->listener;
-    uw__event_push(qp->ctx, &ev);
+    uw__cm_to(qp, UW__CM_WAIT_ACCEPT, 0, "valid Request");
     return 0;
 }
 
@@ -390,16 +382,7 @@ int uw_accept(uw_qp *qp, const uw_conn_param *p)
         qp->listener = NULL;
     }
     start(qp, &qp->rd.mpa, false);
-    qp->cm = UW__CM_RTS;
-    /* Peer-to-peer: established once the RTR is in (rtr_arrived()). */
-    if (qp->rd.mpa.p2p)
-        uw__set_deadline(qp, deadline(&qp->param, false));
-    else {
-        uw__set_deadline(qp, 0);
-        uw_cm_event ev;
-        fill_event(qp, &ev, UW_CM_ESTABLISHED, &qp->req);
-        uw__event_push(qp->ctx, &ev);
-    }
+    uw__cm_to(qp, UW__CM_RTS, 0, "uw_accept");
     uw__qp_update_io(qp);
     return 0;
 }
@@ -423,10 +406,7 @@ int uw_reject(uw_qp *qp, const void *pd, size_t pd_len)
         uw__listener_update(qp->listener);
         qp->listener = NULL;
     }
-    qp->cm = UW__CM_LINGER;
-    qp->state = UW_QPS_CLOSED;
-    qp->linger_silent = true;
-    uw__set_deadline(qp, uw__now_ns() + 2000000000u);
+    uw__cm_to(qp, UW__CM_LINGER, 0, "uw_reject");
     uw__qp_update_io(qp);
     return 0;
 }
@@ -450,17 +430,14 @@ static int got_reply(uw_qp *qp)
         start(qp, &prm, true);
         qp->rd.rtr_pending_tx = false;
         uw__qp_terminate(qp, r, NULL, NULL);
-        qp->cm = UW__CM_RTS;
         qp->setup_failed = true;
+        uw__cm_to(qp, UW__CM_RTS, 0, "unusable Reply, Terminate queued");
         return 0;
     }
     if (r < 0)
         return r;
     start(qp, &qp->rd.mpa, true);
-    qp->cm = UW__CM_RTS;
-    uw__set_deadline(qp, 0);
-    fill_event(qp, &ev, UW_CM_ESTABLISHED, &qp->rep);
-    uw__event_push(qp->ctx, &ev);
+    uw__cm_to(qp, UW__CM_RTS, 0, "valid Reply");
     return 0;
 }
 
@@ -487,8 +464,9 @@ static void term_received(uw_qp *qp, const uw__term_msg *t)
     if (qp->setup_failed || qp->deadline_ns) {
         ev.type = UW_CM_CONNECT_ERROR;
     }
+    /* The end is reported here: the caller fails the connection with
+     * UW_ETERM_RECEIVED, which reports nothing more. */
     uw__event_push(qp->ctx, &ev);
-    qp->term_reported = true;
 }
 
 /* In the order the core found them: a call can bring the RTR and then the
@@ -545,14 +523,12 @@ int uw__cm_handshake(uw_qp *qp, unsigned events)
         int fl = fcntl(qp->fd, F_GETFL);
         if (fl >= 0)
             fcntl(qp->fd, F_SETFL, fl & ~O_NONBLOCK);
-        qp->cm = UW__CM_WAIT_REPLY;
+        uw__cm_to(qp, UW__CM_WAIT_REPLY, 0, "TCP connected");
     }
-    while (qp->hs_off < qp->hs_len && (qp->cm == UW__CM_WAIT_REPLY)) {
-        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0)
-            return errno == EAGAIN ? 0 : -errno;
-        qp->hs_off += (uint32_t)w;
+    if (qp->cm == UW__CM_WAIT_REPLY) {
+        ssize_t left = uw__cm_hs_move(qp, NULL);
+        if (left != 0)
+            return left > 0 ? 0 : (int)left;
     }
     if (qp->cm != UW__CM_WAIT_REPLY && qp->cm != UW__CM_WAIT_REQUEST)
         return 0;
@@ -575,5 +551,160 @@ int uw__cm_handshake(uw_qp *qp, unsigned events)
         if (n < 0)
             return errno == EAGAIN ? 0 : -errno;
         rx->st_tail += (uint32_t)n;
+    }
+}
+
+ssize_t uw__cm_hs_move(uw_qp *qp, uint8_t *sink)
+{
+    if (sink) {
+        size_t n = qp->hs_off < qp->hs_len ? qp->hs_len - qp->hs_off : 0;
+        memcpy(sink, qp->hs_out + qp->hs_off, n);
+        qp->hs_off = qp->hs_len;
+        return 0;
+    }
+    while (qp->hs_off < qp->hs_len) {
+        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0)
+            return errno == EAGAIN ? (ssize_t)(qp->hs_len - qp->hs_off) : -errno;
+        qp->hs_off += (uint32_t)w;
+    }
+    return 0;
+}
+
+/* RFC 5040 leaves it open; the orphans' linger (io/linger.c) is the same. */
+#define UW__LINGER_NS 2000000000u
+
+static const char *const cm_names[] = {
+    [UW__CM_IDLE] = "IDLE",
+    [UW__CM_CONNECTING] = "CONNECTING",
+    [UW__CM_WAIT_REPLY] = "WAIT_REPLY",
+    [UW__CM_WAIT_REQUEST] = "WAIT_REQUEST",
+    [UW__CM_WAIT_ACCEPT] = "WAIT_ACCEPT",
+    [UW__CM_RTS] = "RTS",
+    [UW__CM_PEER_CLOSED] = "PEER_CLOSED",
+    [UW__CM_CLOSING] = "CLOSING",
+    [UW__CM_LINGER] = "LINGER",
+    [UW__CM_DRAIN] = "DRAIN",
+    [UW__CM_CLOSED] = "CLOSED",
+};
+
+static void close_fd(uw_qp *qp)
+{
+    if (qp->ctx->detached == qp)
+        qp->ctx->detached = NULL;
+    if (qp->fd >= 0) {
+        close(qp->fd);
+        qp->fd = -1;
+        qp->epmask = 0;
+        qp->ep_added = false;
+    }
+}
+
+static void clear_deadline(uw_qp *qp)
+{
+    /* Clearing a clear deadline would only make the next pass rescan. */
+    if (qp->deadline_ns)
+        uw__set_deadline(qp, 0);
+}
+
+/* The side effects belong to entering a state, so that no path into it can
+ * forget one: the event the application must see, the deadline, the FIN,
+ * the flush. The public state (qp->state) moves with it where it must;
+ * uw__qp_start() sets RTS and uw__qp_flush() ERROR themselves. */
+void uw__cm_to(uw_qp *qp, int to, int err, const char *why)
+{
+    int from = qp->cm;
+    uw__log(qp->ctx, UW_LOG_DEBUG, "QP[%u]: %s -> %s%s%s%s", qp->id, cm_names[from], cm_names[to],
+            why ? " (" : "", why ? why : "", why ? ")" : "");
+    qp->cm = to;
+    uw_cm_event ev;
+    switch (to) {
+    case UW__CM_CONNECTING:
+        qp->state = UW_QPS_CONNECTING;
+        uw__set_deadline(qp, deadline(&qp->param, true));
+        break;
+    case UW__CM_WAIT_REQUEST:
+        qp->state = UW_QPS_CONNECTING;
+        uw__set_deadline(qp, deadline(&qp->param, false));
+        break;
+    case UW__CM_WAIT_ACCEPT:
+        fill_event(qp, &ev, UW_CM_CONNECT_REQUEST, &qp->req);
+        ev.listener = qp->listener;
+        uw__event_push(qp->ctx, &ev);
+        break;
+    case UW__CM_RTS:
+        /* An unusable Reply: up only to carry the Terminate, under the
+         * startup deadline still. */
+        if (qp->setup_failed)
+            break;
+        /* Peer-to-peer responder: established once the RTR is in
+         * (rtr_arrived()), and the startup deadline starts again. */
+        if (from == UW__CM_WAIT_ACCEPT && qp->rd.mpa.p2p) {
+            uw__set_deadline(qp, deadline(&qp->param, false));
+            break;
+        }
+        clear_deadline(qp);
+        fill_event(qp, &ev, UW_CM_ESTABLISHED, from == UW__CM_WAIT_ACCEPT ? &qp->req : &qp->rep);
+        uw__event_push(qp->ctx, &ev);
+        break;
+    case UW__CM_PEER_CLOSED:
+        fill_event(qp, &ev, UW_CM_DISCONNECTED, NULL);
+        uw__event_push(qp->ctx, &ev);
+        break;
+    case UW__CM_CLOSING:
+        shutdown(qp->fd, SHUT_WR);
+        qp->state = UW_QPS_CLOSING;
+        break;
+    case UW__CM_LINGER:
+        if (err)
+            qp->close_err = err;
+        /* uw_reject(): for the application the QP is done with. */
+        if (from == UW__CM_WAIT_ACCEPT)
+            qp->state = UW_QPS_CLOSED;
+        uw__set_deadline(qp, uw__now_ns() + UW__LINGER_NS);
+        break;
+    case UW__CM_DRAIN:
+        if (from == UW__CM_LINGER) {
+            /* The reject Reply is out: FIN, under LINGER's deadline. */
+            shutdown(qp->fd, SHUT_WR);
+            if (!qp->deadline_ns)
+                uw__set_deadline(qp, uw__now_ns() + UW__LINGER_NS);
+            break;
+        }
+        /* Our Terminate is written: it is how the connection ends. Nothing
+         * else goes out, and the FIN follows it at once; reading goes on so
+         * that closing never resets the Terminate in flight. */
+        fill_event(qp, &ev,
+                   qp->setup_failed || qp->deadline_ns ? UW_CM_CONNECT_ERROR : UW_CM_TERMINATED,
+                   NULL);
+        ev.err = qp->close_err;
+        ev.term = qp->rd.term_out.term;
+        uw__event_push(qp->ctx, &ev);
+        shutdown(qp->fd, SHUT_WR);
+        uw__set_deadline(qp, uw__now_ns() + UW__LINGER_NS);
+        uw__qp_flush(qp, qp->close_err);
+        break;
+    case UW__CM_CLOSED:
+        if (!err && from == UW__CM_PEER_CLOSED)
+            shutdown(qp->fd, SHUT_WR); /* our FIN, after the peer's */
+        if (!err && from == UW__CM_CLOSING) {
+            fill_event(qp, &ev, UW_CM_DISCONNECTED, NULL);
+            uw__event_push(qp->ctx, &ev);
+        }
+        close_fd(qp);
+        clear_deadline(qp);
+        if (err) {
+            uw__qp_flush(qp, err);
+        } else if (uw__cm_established(from)) {
+            uw__log(qp->ctx, UW_LOG_INFO, "QP[%u]: closed by both sides", qp->id);
+            uw__qp_flush(qp, UW_ECANCELED);
+            qp->state = UW_QPS_CLOSED;
+        }
+        /* From LINGER or DRAIN: the end was reported and the queues
+         * flushed when the final frame was decided on. */
+        break;
+    default:
+        break;
     }
 }

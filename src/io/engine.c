@@ -20,7 +20,7 @@ void uw__qp_update_io(uw_qp *qp)
     /* After the peer's FIN the socket stays readable forever: stop asking. */
     unsigned want = qp->eof_seen ? 0 : EPOLLIN | EPOLLRDHUP;
     bool tx = qp->cm == UW__CM_CONNECTING || qp->hs_off < qp->hs_len ||
-              ((qp->cm == UW__CM_RTS || qp->cm == UW__CM_LINGER) && qp->rd.txf_count);
+              ((uw__cm_established(qp->cm) || qp->cm >= UW__CM_LINGER) && qp->rd.txf_count);
     if (tx)
         want |= EPOLLOUT;
     if (!want) {
@@ -85,24 +85,15 @@ static void event_simple(uw_qp *qp, int type, int err)
     uw__event_push(qp->ctx, &ev);
 }
 
-static void close_fd(uw_qp *qp)
-{
-    if (qp->ctx->detached == qp)
-        qp->ctx->detached = NULL;
-    if (qp->fd >= 0) {
-        close(qp->fd);
-        qp->fd = -1;
-        qp->epmask = 0;
-        qp->ep_added = false;
-    }
-}
-
-/* The connection is over for err (0: graceful). Reports it once and flushes. */
+/* The connection failed with err: reports it, unless a Terminate already
+ * did, and closes. */
 static void qp_fail(uw_qp *qp, int err)
 {
-    uw__log(qp->ctx, err ? UW_LOG_WARN : UW_LOG_INFO, "QP[%u]: connection ends: %s", qp->id,
-            err ? uw_strerror(err) : "closed");
-    bool startup = qp->cm != UW__CM_RTS || qp->deadline_ns || qp->setup_failed;
+    if (qp->cm == UW__CM_CLOSED)
+        return; /* it ended once already */
+    uw__log(qp->ctx, UW_LOG_WARN, "QP[%u]: connection ends: %s", qp->id, uw_strerror(err));
+    /* An expired deadline is still set here: it was a startup's. */
+    bool startup = !uw__cm_established(qp->cm) || qp->deadline_ns || qp->setup_failed;
     uw_listener *l = qp->listener;
     if (l && qp->cm < UW__CM_WAIT_ACCEPT) {
         /* Never seen by the application: report on the listener, then free. */
@@ -117,42 +108,11 @@ static void qp_fail(uw_qp *qp, int err)
         uw_qp_destroy(qp);
         return;
     }
-    close_fd(qp);
-    qp->cm = UW__CM_CLOSED;
-    uw__set_deadline(qp, 0);
-    if (!qp->closed_reported && !qp->term_reported) {
-        qp->closed_reported = true;
-        if (err == UW_ETERM_RECEIVED)
-            ;
-        else if (startup)
-            event_simple(qp, UW_CM_CONNECT_ERROR, err);
-        else
-            event_simple(qp, UW_CM_CONN_ERROR, err);
-    }
-    uw__qp_flush(qp, err ? err : UW_ECANCELED);
-    qp->state = err ? UW_QPS_ERROR : UW_QPS_CLOSED;
-}
-
-/* A Terminate we queued has been written: report it and close our side. */
-static void term_written(uw_qp *qp)
-{
-    if (!qp->term_reported) {
-        uw_cm_event ev;
-        memset(&ev, 0, sizeof(ev));
-        ev.type = qp->setup_failed || qp->deadline_ns ? UW_CM_CONNECT_ERROR : UW_CM_TERMINATED;
-        ev.qp = qp;
-        ev.err = qp->close_err;
-        ev.term = qp->rd.term_out.term;
-        ev.mpa = qp->rd.mpa;
-        ev.peer = qp->peer;
-        uw__event_push(qp->ctx, &ev);
-        qp->term_reported = true;
-    }
-    shutdown(qp->fd, SHUT_WR);
-    qp->cm = UW__CM_LINGER;
-    qp->linger_silent = true;
-    uw__set_deadline(qp, uw__now_ns() + 2000000000u);
-    uw__qp_flush(qp, qp->close_err);
+    /* A received Terminate was reported as it came (term_received()), and
+     * one we sent when DRAIN was entered. */
+    if (err != UW_ETERM_RECEIVED && !(qp->cm == UW__CM_DRAIN && qp->rd.term_done))
+        event_simple(qp, startup ? UW_CM_CONNECT_ERROR : UW_CM_CONN_ERROR, err);
+    uw__cm_to(qp, UW__CM_CLOSED, err, uw_strerror(err));
 }
 
 /* A small FPDU is several short iovecs (length, headers, payload, pad and
@@ -212,7 +172,7 @@ static int do_tx(uw_qp *qp)
         uw__qp_tx_advance(qp, (size_t)w);
         emss_check(qp, (size_t)w);
         if (qp->rd.term_done) {
-            term_written(qp);
+            uw__cm_to(qp, UW__CM_DRAIN, 0, "Terminate written");
             return 0;
         }
     }
@@ -223,22 +183,20 @@ static int do_tx(uw_qp *qp)
     if (round == 64)
         uw__qp_tx_pending(qp);
     /* Graceful close once everything queued has gone out. */
-    if (qp->disconnect_req && !qp->fin_sent && !qp->rd.txf_count && !qp->rd.dead) {
+    if (qp->disconnect_req && qp->cm != UW__CM_CLOSING && !qp->rd.txf_count && !qp->rd.dead) {
         bool idle = !qp->rd.txf_count && qp->rd.sq_next >= qp->rd.sq_count &&
                     qp->rd.irq_tx >= qp->rd.irq_count;
-        if (idle) {
-            uw__log(qp->ctx, UW_LOG_DEBUG, "QP[%u]: all sent, closing our direction", qp->id);
-            shutdown(qp->fd, SHUT_WR);
-            qp->fin_sent = true;
-            qp->state = UW_QPS_CLOSING;
-        }
+        if (idle)
+            uw__cm_to(qp, qp->cm == UW__CM_PEER_CLOSED ? UW__CM_CLOSED : UW__CM_CLOSING, 0,
+                      "all sent, our FIN");
     }
     return 0;
 }
 
 /* The peer's FIN: judged once everything staged before it has been
- * processed (a full CQ can hold staged FPDUs back). Returns 1 when the end
- * of the stream has been taken into account. */
+ * processed (a full CQ can hold staged FPDUs back). Returns 1 when it ends
+ * the stream cleanly (the caller moves on to PEER_CLOSED), 0 when it must
+ * wait or our Terminate answers it, or UW_ETERM_RECEIVED. */
 static int at_eof(uw_qp *qp)
 {
     qp->eof_seen = true;
@@ -246,15 +204,14 @@ static int at_eof(uw_qp *qp)
     if (e == UW_ETERM_RECEIVED)
         return e;
     if (qp->rd.dead)
-        return 1;
+        return 0;
     if (qp->rd.rx.st_head < qp->rd.rx.st_tail && !qp->rd.rx.in_fpdu)
         return 0; /* paused: come back when the application polls */
     e = uw__qp_rx_eof(qp);
     if (e < 0) {
         uw__qp_terminate(qp, e, NULL, NULL);
-        return 1;
+        return 0;
     }
-    qp->peer_fin = true;
     return 1;
 }
 
@@ -268,10 +225,12 @@ static ssize_t sock_read(int fd, struct iovec *iov, int n, int flags)
     return recvmsg(fd, &mh, flags);
 }
 
+/* Returns 1 when the peer's FIN has just ended the stream cleanly, 0, or
+ * an error that ends the connection. */
 static int do_rx(uw_qp *qp)
 {
     if (qp->eof_seen)
-        return qp->peer_fin || qp->rd.dead ? 0 : at_eof(qp);
+        return qp->cm == UW__CM_PEER_CLOSED || qp->rd.dead ? 0 : at_eof(qp);
     if (qp->rd.rx.st_head < qp->rd.rx.st_tail) {
         /* Octets staged while a full CQ paused us: first those. */
         int e = uw__qp_rx_advance(qp, 0);
@@ -286,10 +245,8 @@ static int do_rx(uw_qp *qp)
         ssize_t r = sock_read(qp->fd, iov, n, MSG_DONTWAIT);
         if (r < 0)
             return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
-        if (r == 0) {
-            int e = at_eof(qp);
-            return e < 0 ? e : 0;
-        }
+        if (r == 0)
+            return at_eof(qp);
         int e = uw__qp_rx_advance(qp, (size_t)r);
         if (e < 0)
             return e == UW_ETERM_RECEIVED ? e : 0; /* our own Terminate is on its way */
@@ -314,25 +271,17 @@ static int tx_failed(uw_qp *qp, int r)
     return r;
 }
 
+/* LINGER and DRAIN: the rest of the final frame, our FIN, then reading
+ * (discarding) until the peer closes, so that closing never resets what
+ * we sent. */
 static void linger(uw_qp *qp)
 {
-    while (qp->hs_off < qp->hs_len) {
-        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w <= 0) {
-            if (w < 0 && errno == EAGAIN)
-                return;
-            break;
-        }
-        qp->hs_off += (uint32_t)w;
+    if (qp->cm == UW__CM_LINGER) {
+        if (uw__cm_hs_move(qp, NULL) > 0)
+            return; /* the socket is full */
+        /* Written, or the socket failed: either way the FIN is next. */
+        uw__cm_to(qp, UW__CM_DRAIN, 0, "final frame written");
     }
-    if (!qp->fin_sent) {
-        shutdown(qp->fd, SHUT_WR);
-        qp->fin_sent = true;
-        if (!qp->deadline_ns)
-            uw__set_deadline(qp, uw__now_ns() + 2000000000u);
-    }
-    /* Read until the peer closes, so that closing never resets what we sent. */
     char sink[4096];
     for (;;) {
         ssize_t r = recv(qp->fd, sink, sizeof(sink), MSG_DONTWAIT);
@@ -342,14 +291,14 @@ static void linger(uw_qp *qp)
             return;
         break;
     }
-    int err = qp->close_err;
-    if (qp->listener && qp->cm == UW__CM_LINGER && qp->state != UW_QPS_CLOSED) {
-        qp_fail(qp, err ? err : UW_ECONNABORTED);
+    /* A responder's refusal of a Request nobody has seen yet ends as a
+     * failed startup. After uw_reject() there is nothing to report, and
+     * our Terminate was reported when it was written. */
+    if (qp->listener && qp->state != UW_QPS_CLOSED) {
+        qp_fail(qp, qp->close_err ? qp->close_err : UW_ECONNABORTED);
         return;
     }
-    close_fd(qp);
-    qp->cm = UW__CM_CLOSED;
-    uw__set_deadline(qp, 0);
+    uw__cm_to(qp, UW__CM_CLOSED, 0, "peer's FIN");
 }
 
 static void service(uw_qp *qp, unsigned events)
@@ -357,7 +306,7 @@ static void service(uw_qp *qp, unsigned events)
     qp->kick = false;
     if (qp->fd < 0)
         return;
-    if (qp->cm == UW__CM_LINGER) {
+    if (qp->cm == UW__CM_LINGER || qp->cm == UW__CM_DRAIN) {
         linger(qp);
         uw__qp_update_io(qp);
         return;
@@ -386,49 +335,40 @@ static void service(uw_qp *qp, unsigned events)
             }
         }
     }
-    if (qp->cm != UW__CM_RTS)
+    if (!uw__cm_established(qp->cm))
         return;
     /* The responder's Reply goes out before any FPDU. */
-    while (qp->hs_off < qp->hs_len) {
-        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0) {
-            if (errno == EAGAIN) {
-                uw__qp_update_io(qp);
-                return;
-            }
-            qp_fail(qp, -errno);
-            return;
-        }
-        qp->hs_off += (uint32_t)w;
+    ssize_t left = uw__cm_hs_move(qp, NULL);
+    if (left > 0) {
+        uw__qp_update_io(qp);
+        return;
+    }
+    if (left < 0) {
+        qp_fail(qp, (int)left);
+        return;
     }
     int r = do_rx(qp);
     if (r < 0) {
         qp_fail(qp, r);
         return;
     }
-    if (qp->cm != UW__CM_RTS)
-        return;
+    /* Acted on after transmission, as the Terminate or error that a send
+     * can still bring says more than the FIN. */
+    bool fin = r > 0;
     r = do_tx(qp);
     if (r < 0) {
         qp_fail(qp, tx_failed(qp, r));
         return;
     }
-    if (qp->cm != UW__CM_RTS) {
+    if (!uw__cm_established(qp->cm)) {
         uw__qp_update_io(qp);
         return;
     }
-    if (qp->peer_fin && !qp->disc_reported && !qp->rd.dead) {
-        qp->disc_reported = true;
-        event_simple(qp, UW_CM_DISCONNECTED, 0);
-    }
-    if (qp->peer_fin && qp->fin_sent) {
-        uw__log(qp->ctx, UW_LOG_INFO, "QP[%u]: closed by both sides", qp->id);
-        close_fd(qp);
-        qp->cm = UW__CM_CLOSED;
-        uw__qp_flush(qp, UW_ECANCELED);
-        qp->state = UW_QPS_CLOSED;
-        return;
+    if (fin && !qp->rd.dead) {
+        uw__cm_to(qp, qp->cm == UW__CM_CLOSING ? UW__CM_CLOSED : UW__CM_PEER_CLOSED, 0,
+                  "peer's FIN");
+        if (qp->cm == UW__CM_CLOSED)
+            return;
     }
     uw__qp_update_io(qp);
 }
@@ -440,16 +380,14 @@ static void timers(uw_ctx *c)
         next = q->next;
         if (!q->deadline_ns || q->deadline_ns > now)
             continue;
-        uw__set_deadline(q, 0);
-        if (q->cm == UW__CM_LINGER) {
-            close_fd(q);
-            q->cm = UW__CM_CLOSED;
+        if (q->cm == UW__CM_LINGER || q->cm == UW__CM_DRAIN) {
             if (q->listener && q->state != UW_QPS_CLOSED)
                 qp_fail(q, q->close_err ? q->close_err : UW_ETIMEDOUT);
+            else
+                uw__cm_to(q, UW__CM_CLOSED, 0, "linger timed out");
             continue;
         }
         uw__log(c, UW_LOG_WARN, "QP[%u]: connection setup timed out", q->id);
-        uw__set_deadline(q, 1); /* marks "during startup" for qp_fail */
         qp_fail(q, UW_ETIMEDOUT);
     }
     uw__orphans_timers(c, now);
@@ -465,7 +403,7 @@ static void timers(uw_ctx *c)
 static uw_qp *direct_qp(const uw_ctx *c)
 {
     uw_qp *q = c->qps;
-    if (!q || q->next || c->ev_armed || q->deadline_ns || q->cm != UW__CM_RTS || q->fd < 0 ||
+    if (!q || q->next || c->ev_armed || q->deadline_ns || !uw__cm_established(q->cm) || q->fd < 0 ||
         q->rd.dead || q->eof_seen)
         return NULL;
     return q;
@@ -612,7 +550,7 @@ static int wait_in_recv(uw_ctx *c, int timeout_ms)
 {
     uw_qp *q = c->qps;
     if (!q || q->next || c->nlisten || c->ev_armed || c->sig_soft || c->timer_ns || !timeout_ms ||
-        q->cm != UW__CM_RTS || q->fd < 0 || q->rd.dead || q->kick || q->rd.txf_count ||
+        !uw__cm_established(q->cm) || q->fd < 0 || q->rd.dead || q->kick || q->rd.txf_count ||
         q->eof_seen || q->hs_off < q->hs_len || q->disconnect_req)
         return -1;
     detach(c, q);
@@ -672,7 +610,7 @@ int uw_ctx_wait(uw_ctx *c, int timeout_ms)
 
 void uw__qp_doorbell(uw_qp *qp)
 {
-    if (qp->cm != UW__CM_RTS || qp->fd < 0 || qp->rd.dead) {
+    if (!uw__cm_established(qp->cm) || qp->fd < 0 || qp->rd.dead) {
         uw__kick(qp); /* runs once the connection is up */
         return;
     }
@@ -689,7 +627,7 @@ int uw_disconnect(uw_qp *qp)
 {
     if (!qp)
         return UW_EINVAL;
-    if (qp->cm != UW__CM_RTS)
+    if (!uw__cm_established(qp->cm))
         return qp->cm == UW__CM_CLOSED ? 0 : UW_ENOTCONN;
     qp->disconnect_req = true;
     uw__kick(qp);
@@ -705,9 +643,7 @@ int uw_abort(uw_qp *qp)
         struct linger lg = {.l_onoff = 1, .l_linger = 0};
         setsockopt(qp->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     }
-    close_fd(qp);
-    qp->cm = UW__CM_CLOSED;
-    uw__set_deadline(qp, 0);
-    uw__qp_flush(qp, UW_ECONNABORTED);
+    /* Asked for: nothing to report. */
+    uw__cm_to(qp, UW__CM_CLOSED, UW_ECONNABORTED, "uw_abort");
     return 0;
 }

@@ -28,8 +28,8 @@
  * only for destroying a live connection nobody asked to close. */
 static bool owes_orderly_end(const uw_qp *qp)
 {
-    return qp->cm == UW__CM_LINGER || qp->rd.term_queued || qp->disconnect_req ||
-           (qp->release_fin && qp->state != UW_QPS_ERROR);
+    return qp->cm == UW__CM_LINGER || qp->cm == UW__CM_DRAIN || qp->rd.term_queued ||
+           qp->disconnect_req || (qp->release_fin && qp->state != UW_QPS_ERROR);
 }
 
 static void orphan_free(struct uw__orphan *o)
@@ -110,17 +110,19 @@ static bool adopt(uw_qp *qp)
     if (!o)
         return false;
     memset(o, 0, sizeof(*o));
+    /* What the socket takes now goes at once; the orphan writes the rest
+     * of the startup frame, then any FPDUs. */
+    ssize_t left = uw__cm_hs_move(qp, NULL);
+    size_t hs = left > 0 ? (size_t)left : 0;
     uint8_t *frames = NULL;
     ssize_t nf = 0;
-    if (qp->cm == UW__CM_RTS || (qp->rd.term_queued && !qp->rd.term_done))
+    if (uw__cm_established(qp->cm) || (qp->rd.term_queued && !qp->rd.term_done))
         nf = uw__qp_tx_take(qp, &frames);
-    size_t hs = qp->hs_off < qp->hs_len ? qp->hs_len - qp->hs_off : 0;
     size_t total = hs + (nf > 0 ? (size_t)nf : 0);
-    /* The rest of the Reply goes before any FPDU. */
     if (nf >= 0 && total) {
         o->out = hs ? c->alloc.alloc(c->alloc.ud, total) : frames;
         if (o->out && hs) {
-            memcpy(o->out, qp->hs_out + qp->hs_off, hs);
+            uw__cm_hs_move(qp, o->out);
             if (nf > 0)
                 memcpy(o->out + hs, frames, (size_t)nf);
             c->alloc.free(c->alloc.ud, frames);

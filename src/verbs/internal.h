@@ -71,16 +71,28 @@ struct uw_cq {
     unsigned nqp;
 };
 
+/* The connection's phase (docs/design.md has the diagram). Every change
+ * goes through uw__cm_to() (io/cm.c), which does what entering a state
+ * implies. The order matters: startup states sort below WAIT_ACCEPT and
+ * the established ones sit together. */
 enum uw__cm_state {
     UW__CM_IDLE = 0,
     UW__CM_CONNECTING,   /* TCP connect in progress */
     UW__CM_WAIT_REPLY,   /* initiator: Request sent */
     UW__CM_WAIT_REQUEST, /* responder: reading the Request */
     UW__CM_WAIT_ACCEPT,  /* responder: CONNECT_REQUEST raised */
-    UW__CM_RTS,
-    UW__CM_LINGER, /* writing out a final frame (reject, Terminate) before closing */
+    UW__CM_RTS,          /* both directions open */
+    UW__CM_PEER_CLOSED,  /* the peer's FIN is in; we may still send */
+    UW__CM_CLOSING,      /* our FIN is out; waiting for the peer's */
+    UW__CM_LINGER,       /* writing a final frame (a reject Reply) before our FIN */
+    UW__CM_DRAIN,        /* final frame and FIN out: reading until the peer's FIN */
     UW__CM_CLOSED,
 };
+
+static inline bool uw__cm_established(int cm)
+{
+    return cm >= UW__CM_RTS && cm <= UW__CM_CLOSING;
+}
 
 struct uw_qp {
     int tag; /* UW__EP_QP: first, as the epoll data names it */
@@ -112,12 +124,21 @@ struct uw_qp {
     uw_mpa_frame_parser parser;
     uint8_t hs_out[UW_MPA_FRAME_HDR_LEN + UW_MPA_MAX_PD];
     uint32_t hs_len, hs_off;
-    uint64_t deadline_ns; /* startup timeout; 0 = none */
-    bool eof_seen;        /* recv() returned 0 */
-    bool peer_fin, fin_sent, disconnect_req, disc_reported;
+    uint64_t deadline_ns; /* startup or linger timeout; 0 = none */
+    /* recv() returned 0. A fact about the socket, not a phase: the octets
+     * staged before the FIN may still wait for room in a full CQ, or our
+     * Terminate for the wire, and PEER_CLOSED comes only after them. */
+    bool eof_seen;
+    /* uw_disconnect() was called: our FIN follows the work already queued.
+     * A request, not a phase: the phase changes (CLOSING, or CLOSED after
+     * PEER_CLOSED) when the FIN goes, and it can wait in RTS or
+     * PEER_CLOSED alike. */
+    bool disconnect_req;
     int close_err;
-    bool setup_failed; /* the initiator Terminates a Reply it cannot use */
-    bool term_reported, linger_silent, closed_reported;
+    /* The initiator Terminates a Reply it cannot use. It enters RTS only to
+     * carry that Terminate, so this says how the end is reported
+     * (CONNECT_ERROR, not TERMINATED), not where the connection is. */
+    bool setup_failed;
     bool release_fin; /* destroy closes with FIN, not RST: the ULP's data is all sent */
     struct sockaddr_storage peer;
     uint32_t emss_left; /* octets to send before the EMSS is read again */
@@ -209,6 +230,17 @@ void uw__qp_flush(uw_qp *qp, int err);
 
 /* io/cm.c: acts on what the RDMAP core reported (rd.news) and clears it. */
 void uw__qp_news(uw_qp *qp);
+/* The one place qp->cm changes: logs "QP[n]: FROM -> TO (why)" and does
+ * what entering `to` implies (deadline, event, flush, FIN, closing the
+ * socket). err: the error a failed connection ends with (CLOSED; 0 for
+ * an orderly end) or why a LINGER closes (close_err). */
+void uw__cm_to(uw_qp *qp, int to, int err, const char *why);
+/* Our startup frame (Request or Reply) goes out whole before anything
+ * else we send: FPDUs, our FIN, an orphan's octets. Without sink, writes
+ * what is left of it to the socket; with sink, copies it there for an
+ * orphan to write. Either way what moved counts as sent. Returns the
+ * octets still left (0: all out) or a negative errno. */
+ssize_t uw__cm_hs_move(uw_qp *qp, uint8_t *sink);
 
 /* Every call into the RDMAP core from above goes through one of these, so
  * that no news is left unread. Inline: one test of a word per call, none

@@ -136,7 +136,7 @@ int uw_qp_mpa_params(const uw_qp *qp, uw_mpa_params *out)
 {
     if (!qp || !out)
         return UW_EINVAL;
-    if (qp->cm != UW__CM_RTS && qp->state != UW_QPS_RTS && qp->state != UW_QPS_CLOSING)
+    if (!uw__cm_established(qp->cm) && qp->state != UW_QPS_RTS && qp->state != UW_QPS_CLOSING)
         return UW_ENOTCONN;
     *out = qp->rd.mpa;
     return 0;
