@@ -35,6 +35,7 @@ typedef struct side {
     uint8_t *buf;
     uw_mr *mr;
     uw_listener *l;
+    char trace[1024]; /* connection state changes, with g_trace */
 } side;
 
 typedef struct pair {
@@ -47,11 +48,27 @@ static void logf_(void *ud, int level, const char *msg)
     fprintf(stderr, "[%s %d] %s\n", (const char *)ud, level, msg);
 }
 
+static bool g_trace;
+
+/* Keeps the "QP[n]: FROM -> TO" lines of one side's context. */
+static void trace_(void *ud, int level, const char *msg)
+{
+    side *s = ud;
+    const char *q = strstr(msg, "]: ");
+    if (q && strstr(msg, " -> ")) {
+        size_t n = strlen(s->trace);
+        snprintf(s->trace + n, sizeof(s->trace) - n, "%s;", q + 3);
+    }
+    if (getenv("UW_TEST_LOG"))
+        logf_("ctx", level, msg);
+}
+
 static void side_init(side *s)
 {
     memset(s, 0, sizeof(*s));
     uw_ctx_attr at = {.log = logf_, .log_ud = "ctx", .log_level = UW_LOG_DEBUG};
-    assert_int_equal(uw_ctx_create(&s->ctx, getenv("UW_TEST_LOG") ? &at : NULL), 0);
+    uw_ctx_attr tr = {.log = trace_, .log_ud = s, .log_level = UW_LOG_DEBUG};
+    assert_int_equal(uw_ctx_create(&s->ctx, g_trace ? &tr : getenv("UW_TEST_LOG") ? &at : NULL), 0);
     assert_int_equal(uw_pd_alloc(s->ctx, &s->pd), 0);
     assert_int_equal(uw_cq_create(s->ctx, g_cq_depth, &s->cq), 0);
     s->buf = calloc(1, BUF);
@@ -465,6 +482,37 @@ static void test_disconnect_then_destroy(void **st)
     pair_fini(&p);
 }
 
+/* Each side closes its direction in turn: the first to close is CLOSING,
+ * the other PEER_CLOSED (its public state still RTS), and both end
+ * CLOSED, each having seen DISCONNECTED. */
+static void test_graceful_close(void **st)
+{
+    (void)st;
+    pair p;
+    g_trace = true;
+    assert_int_equal(connect_pair(&p, NULL, NULL, false), UW_CM_ESTABLISHED);
+    g_trace = false;
+    assert_int_equal(uw_disconnect(p.a.qp), 0);
+    uw_cm_event ev;
+    assert_int_equal(next_event(&p, &p.b, &ev), 1);
+    assert_int_equal(ev.type, UW_CM_DISCONNECTED);
+    assert_int_equal(uw_qp_state(p.a.qp), UW_QPS_CLOSING);
+    assert_int_equal(uw_qp_state(p.b.qp), UW_QPS_RTS);
+    assert_int_equal(uw_disconnect(p.b.qp), 0);
+    assert_int_equal(next_event(&p, &p.a, &ev), 1);
+    assert_int_equal(ev.type, UW_CM_DISCONNECTED);
+    for (int i = 0; i < 50000 && uw_qp_state(p.b.qp) != UW_QPS_CLOSED; i++)
+        spin(&p);
+    assert_int_equal(uw_qp_state(p.a.qp), UW_QPS_CLOSED);
+    assert_int_equal(uw_qp_state(p.b.qp), UW_QPS_CLOSED);
+    assert_int_equal(uw_disconnect(p.a.qp), 0);
+    assert_non_null(strstr(p.a.trace, "RTS -> CLOSING"));
+    assert_non_null(strstr(p.a.trace, "CLOSING -> CLOSED"));
+    assert_non_null(strstr(p.b.trace, "RTS -> PEER_CLOSED"));
+    assert_non_null(strstr(p.b.trace, "PEER_CLOSED -> CLOSED"));
+    pair_fini(&p);
+}
+
 /* A receive CQ far smaller than the burst: the receiver pauses while the
  * CQ is full, with octets staged, and must resume where it stopped once the
  * application polls. */
@@ -785,6 +833,7 @@ int main(void)
         cmocka_unit_test(test_bad_stag),
         cmocka_unit_test(test_destroy_after_terminate),
         cmocka_unit_test(test_disconnect_then_destroy),
+        cmocka_unit_test(test_graceful_close),
         cmocka_unit_test(test_small_cq_pause),
         cmocka_unit_test(test_busy_then_wait),
         cmocka_unit_test(test_server_sleeps_detached),
