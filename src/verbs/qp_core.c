@@ -24,6 +24,8 @@ int uw__qp_alloc(uw_ctx *c, const uw_qp_attr *attr, uw_qp **out)
     uw_qp *qp = c->alloc.alloc(c->alloc.ud, sizeof(*qp));
     if (!qp)
         return UW_ENOMEM;
+    /* Also qp->cm = UW__CM_IDLE (0), where every connection starts; from
+     * here on it changes only through uw__cm_to() (io/cm.c). */
     memset(qp, 0, sizeof(*qp));
     if (uw__rd_init(&qp->rd, &c->alloc, sqd, rqd) < 0) {
         c->alloc.free(c->alloc.ud, qp);
