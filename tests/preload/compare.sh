@@ -37,7 +37,8 @@ cleanup() {
     for p in $(jobs -p); do
         kill -9 "$p" 2>/dev/null
     done
-    if [ -n "${KEEP_TMP:-}" ]; then
+    # A failure keeps what each mode printed: CI shows only this output.
+    if [ -n "${KEEP_TMP:-}" ] || [ "$FAILS" -ne 0 ]; then
         echo "outputs kept in $TMP" >&2
     else
         rm -rf "$TMP"

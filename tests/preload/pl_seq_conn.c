@@ -580,7 +580,17 @@ void seq_accept_fifo(void)
         for (int i = 0; i < 3; i++) {
             int a = accept_to(l, 0);
             int p = peer_port(a);
-            int k = p == ports[0] ? 1 : p == ports[1] ? 2 : p == ports[2] ? 3 : 0;
+            /* By port and family: an IPv4 and an IPv6 connection may get
+             * the same ephemeral port (different addresses, so no clash). */
+            struct sockaddr_in6 pa;
+            socklen_t pl = sizeof pa;
+            memset(&pa, 0, sizeof pa);
+            getpeername(a, (struct sockaddr *)&pa, &pl);
+            bool v4 = IN6_IS_ADDR_V4MAPPED(&pa.sin6_addr);
+            int k = 0;
+            for (int j = 0; j < 3; j++)
+                if (p == ports[j] && v4 == (j != 1))
+                    k = j + 1;
             snprintf(s + strlen(s), 16, "%s%d", i ? " " : "", k);
         }
         V("order of accepted connections", s, "1 2 3");
