@@ -59,10 +59,11 @@ static int copy_param(uw_conn_param *dst, uint8_t *pdbuf, char *ccbuf, const uw_
     return 0;
 }
 
-static uint64_t deadline(const uw_conn_param *p, bool initiator)
+static uint64_t deadline(const uw_qp *qp, bool initiator)
 {
+    const uw_conn_param *p = &qp->param;
     int ms = p->timeout_ms ? p->timeout_ms : (initiator ? 10000 : 5000);
-    return uw__now_ns() + (uint64_t)ms * 1000000u;
+    return uw__ctx_now(qp->ctx) + (uint64_t)ms * 1000000u;
 }
 
 static int sock_setup(int fd, const uw_conn_param *p)
@@ -622,11 +623,11 @@ void uw__cm_to(uw_qp *qp, int to, int err, const char *why)
     switch (to) {
     case UW__CM_CONNECTING:
         qp->state = UW_QPS_CONNECTING;
-        uw__set_deadline(qp, deadline(&qp->param, true));
+        uw__set_deadline(qp, deadline(qp, true));
         break;
     case UW__CM_WAIT_REQUEST:
         qp->state = UW_QPS_CONNECTING;
-        uw__set_deadline(qp, deadline(&qp->param, false));
+        uw__set_deadline(qp, deadline(qp, false));
         break;
     case UW__CM_WAIT_ACCEPT:
         fill_event(qp, &ev, UW_CM_CONNECT_REQUEST, &qp->req);
@@ -641,7 +642,7 @@ void uw__cm_to(uw_qp *qp, int to, int err, const char *why)
         /* Peer-to-peer responder: established once the RTR is in
          * (rtr_arrived()), and the startup deadline starts again. */
         if (from == UW__CM_WAIT_ACCEPT && qp->rd.mpa.p2p) {
-            uw__set_deadline(qp, deadline(&qp->param, false));
+            uw__set_deadline(qp, deadline(qp, false));
             break;
         }
         clear_deadline(qp);
@@ -662,14 +663,14 @@ void uw__cm_to(uw_qp *qp, int to, int err, const char *why)
         /* uw_reject(): for the application the QP is done with. */
         if (from == UW__CM_WAIT_ACCEPT)
             qp->state = UW_QPS_CLOSED;
-        uw__set_deadline(qp, uw__now_ns() + UW__LINGER_NS);
+        uw__set_deadline(qp, uw__ctx_now(qp->ctx) + UW__LINGER_NS);
         break;
     case UW__CM_DRAIN:
         if (from == UW__CM_LINGER) {
             /* The reject Reply is out: FIN, under LINGER's deadline. */
             shutdown(qp->fd, SHUT_WR);
             if (!qp->deadline_ns)
-                uw__set_deadline(qp, uw__now_ns() + UW__LINGER_NS);
+                uw__set_deadline(qp, uw__ctx_now(qp->ctx) + UW__LINGER_NS);
             break;
         }
         /* Our Terminate is written: it is how the connection ends. Nothing
@@ -682,7 +683,7 @@ void uw__cm_to(uw_qp *qp, int to, int err, const char *why)
         ev.term = qp->rd.term_out.term;
         uw__event_push(qp->ctx, &ev);
         shutdown(qp->fd, SHUT_WR);
-        uw__set_deadline(qp, uw__now_ns() + UW__LINGER_NS);
+        uw__set_deadline(qp, uw__ctx_now(qp->ctx) + UW__LINGER_NS);
         uw__qp_flush(qp, qp->close_err);
         break;
     case UW__CM_CLOSED:

@@ -63,6 +63,8 @@ void uw__ctx_arm_timer(uw_ctx *c)
     if (first == c->timer_ns)
         return;
     c->timer_ns = first;
+    if (c->clock)
+        return; /* virtual time: progress() fires what expired */
     struct itimerspec its;
     memset(&its, 0, sizeof(its));
     if (first) {
@@ -375,7 +377,7 @@ static void service(uw_qp *qp, unsigned events)
 
 static void timers(uw_ctx *c)
 {
-    uint64_t now = uw__now_ns();
+    uint64_t now = uw__ctx_now(c);
     for (uw_qp *q = c->qps, *next; q; q = next) {
         next = q->next;
         if (!q->deadline_ns || q->deadline_ns > now)
@@ -464,6 +466,12 @@ static int progress(uw_ctx *c, int timeout_ms)
     if (c->sig_soft) {
         c->sig_soft = false;
         timeout_ms = 0;
+    }
+    if (c->clock && c->timer_ns && uw__ctx_now(c) >= c->timer_ns) {
+        /* What the timerfd does for real time. */
+        c->timer_ns = 0;
+        c->deadline_dirty = true;
+        timers(c);
     }
     uw_qp *dq = direct_qp(c);
     if (dq && !timeout_ms &&
@@ -594,7 +602,7 @@ int uw_ctx_wait(uw_ctx *c, int timeout_ms)
 {
     if (!c)
         return UW_EINVAL;
-    uint64_t before = c->produced, start = uw__now_ns();
+    uint64_t before = c->produced, start = uw__ctx_now(c);
     int r;
     int w = wait_in_recv(c, timeout_ms);
     if (w >= 0)
@@ -603,7 +611,7 @@ int uw_ctx_wait(uw_ctx *c, int timeout_ms)
         r = progress(c, timeout_ms);
     /* As uw_cq_wait() and uw_cm_wait_event() say it: nothing by the end of
      * the time given. A wake-up that produced nothing before then is 0. */
-    if (r == 0 && timeout_ms >= 0 && uw__now_ns() - start >= (uint64_t)timeout_ms * 1000000u)
+    if (r == 0 && timeout_ms >= 0 && uw__ctx_now(c) - start >= (uint64_t)timeout_ms * 1000000u)
         return UW_ETIMEDOUT;
     return r;
 }

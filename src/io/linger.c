@@ -149,7 +149,7 @@ static bool adopt(uw_qp *qp)
     o->epmask = EPOLLIN | EPOLLRDHUP;
     qp->fd = -1;
     qp->ep_added = false;
-    o->deadline_ns = uw__now_ns() + UW__ORPHAN_LINGER_NS;
+    o->deadline_ns = uw__ctx_now(c) + UW__ORPHAN_LINGER_NS;
     o->next = c->orphans;
     c->orphans = o;
     c->deadline_dirty = true;
@@ -211,7 +211,7 @@ void uw__orphans_finish(uw_ctx *c)
             if (all_acked(o))
                 orphan_free(o);
         }
-        uint64_t now = uw__now_ns();
+        uint64_t now = uw__ctx_now(c);
         uint64_t first = uw__orphans_timers(c, now);
         if (!c->orphans)
             return;

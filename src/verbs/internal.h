@@ -29,6 +29,12 @@ struct uw__evnode {
 
 struct uw_ctx {
     uw_allocator alloc;
+    /* Where every deadline and wait reads the time (uw__ctx_now()): NULL is
+     * CLOCK_MONOTONIC; tests inject a virtual clock (uw__ctx_create_with()),
+     * and then no timerfd is armed: their driver advances the clock and the
+     * next pass fires what expired. */
+    uint64_t (*clock)(void *ud);
+    void *clock_ud;
     uw_log_fn log;
     void *log_ud;
     int log_level;
@@ -216,6 +222,19 @@ int uw__ctx_fds_open(uw_ctx *ctx); /* 0 or a negative errno; nothing left open *
 void uw__ctx_fds_close(uw_ctx *ctx);
 void uw__ctx_signal(uw_ctx *ctx);
 uint64_t uw__now_ns(void);
+
+/* Test hooks for a context (uw__ctx_create_with()): what a deterministic
+ * test replaces. The public uw_ctx_create() is this with none. */
+struct uw__ctx_hooks {
+    uint64_t (*clock)(void *ud); /* nanoseconds, never decreasing */
+    void *clock_ud;
+};
+int uw__ctx_create_with(uw_ctx **out, const uw_ctx_attr *attr, const struct uw__ctx_hooks *h);
+
+static inline uint64_t uw__ctx_now(const uw_ctx *c)
+{
+    return c->clock ? c->clock(c->clock_ud) : uw__now_ns();
+}
 
 /* verbs/qp_core.c: connection-independent QP setup used by the engine. */
 int uw__qp_alloc(uw_ctx *ctx, const uw_qp_attr *attr, uw_qp **out);

@@ -24,6 +24,11 @@ void uw__log(uw_ctx *ctx, int level, const char *fmt, ...)
 
 int uw_ctx_create(uw_ctx **out, const uw_ctx_attr *attr)
 {
+    return uw__ctx_create_with(out, attr, NULL);
+}
+
+int uw__ctx_create_with(uw_ctx **out, const uw_ctx_attr *attr, const struct uw__ctx_hooks *h)
+{
     if (!out)
         return UW_EINVAL;
     uw_allocator a = uw__allocator(attr ? attr->alloc : NULL);
@@ -36,6 +41,10 @@ int uw_ctx_create(uw_ctx **out, const uw_ctx_attr *attr)
         c->log = attr->log;
         c->log_ud = attr->log_ud;
         c->log_level = attr->log_level;
+    }
+    if (h) {
+        c->clock = h->clock;
+        c->clock_ud = h->clock_ud;
     }
     int err = uw__ctx_fds_open(c);
     if (err) {
@@ -119,14 +128,14 @@ int uw_cm_wait_event(uw_ctx *c, uw_cm_event *ev, int timeout_ms)
 {
     if (!c || !ev)
         return UW_EINVAL;
-    uint64_t end = timeout_ms < 0 ? 0 : uw__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t end = timeout_ms < 0 ? 0 : uw__ctx_now(c) + (uint64_t)timeout_ms * 1000000u;
     for (;;) {
         int r = uw_cm_get_event(c, ev);
         if (r != 0)
             return r;
         int left = -1;
         if (timeout_ms >= 0) {
-            uint64_t now = uw__now_ns();
+            uint64_t now = uw__ctx_now(c);
             if (now >= end)
                 return UW_ETIMEDOUT;
             left = (int)((end - now + 999999u) / 1000000u);
@@ -318,7 +327,7 @@ int uw_cq_wait(uw_cq *cq, uw_wc *wc, int n, int timeout_ms)
 {
     if (!cq || !wc || n <= 0)
         return UW_EINVAL;
-    uint64_t end = timeout_ms < 0 ? 0 : uw__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t end = timeout_ms < 0 ? 0 : uw__ctx_now(cq->ctx) + (uint64_t)timeout_ms * 1000000u;
     for (;;) {
         /* Take what is queued without a progress pass: the blocking wait
          * below returns at once when anything is ready, so a pass here would
@@ -328,7 +337,7 @@ int uw_cq_wait(uw_cq *cq, uw_wc *wc, int n, int timeout_ms)
             return k;
         int left = -1;
         if (timeout_ms >= 0) {
-            uint64_t now = uw__now_ns();
+            uint64_t now = uw__ctx_now(cq->ctx);
             if (now >= end)
                 return UW_ETIMEDOUT;
             left = (int)((end - now + 999999u) / 1000000u);
