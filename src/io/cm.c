@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "io/engine.h"
+#include "io/transport.h"
 
 static void policy_from(uw_mpa_policy *pol, const uw_conn_param *p)
 {
@@ -82,10 +83,10 @@ static int sock_setup(int fd, const uw_conn_param *p)
     return 0;
 }
 
-int uw_connect(uw_qp *qp, const struct sockaddr *addr, socklen_t len, const uw_conn_param *p)
+/* Everything uw_connect() decides before there is a connection: the
+ * parameters and the Request. */
+static int connect_prep(uw_qp *qp, const uw_conn_param *p)
 {
-    if (!qp || !addr || len > sizeof(qp->peer))
-        return UW_EINVAL;
     if (qp->state != UW_QPS_IDLE || qp->cm != UW__CM_IDLE)
         return UW_EALREADY;
     int r = copy_param(&qp->param, qp->param_pd, qp->param_cc, p);
@@ -102,6 +103,47 @@ int uw_connect(uw_qp *qp, const struct sockaddr *addr, socklen_t len, const uw_c
         return (int)n;
     qp->hs_len = (uint32_t)n;
     qp->hs_off = 0;
+    return 0;
+}
+
+static void connect_started(uw_qp *qp)
+{
+    uw_mpa_frame_parser_init(&qp->parser, UW_MPA_REPLY, UW_MPA_MAX_PD);
+    uw__cm_to(qp, UW__CM_CONNECTING, 0, "uw_connect");
+    uw__qp_update_io(qp);
+    uw__ctx_arm_timer(qp->ctx);
+}
+
+static void tp_wake(void *ud)
+{
+    uw_qp *qp = ud;
+    uw__kick(qp);
+    uw__ctx_signal(qp->ctx);
+}
+
+int uw__tp_connect(uw_qp *qp, const struct uw__tp_ops *tp, void *ep, const uw_conn_param *p)
+{
+    if (!qp || !tp || !ep)
+        return UW_EINVAL;
+    int r = connect_prep(qp, p);
+    if (r < 0)
+        return r;
+    qp->fd = UW__FD_TP;
+    qp->tp = tp;
+    qp->tp_ep = ep;
+    tp->watch(ep, tp_wake, qp);
+    connect_started(qp);
+    uw__kick(qp); /* connected already: the first pass sends the Request */
+    return 0;
+}
+
+int uw_connect(uw_qp *qp, const struct sockaddr *addr, socklen_t len, const uw_conn_param *p)
+{
+    if (!qp || !addr || len > sizeof(qp->peer))
+        return UW_EINVAL;
+    int r = connect_prep(qp, p);
+    if (r < 0)
+        return r;
     int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -errno;
@@ -116,18 +158,13 @@ int uw_connect(uw_qp *qp, const struct sockaddr *addr, socklen_t len, const uw_c
         return e;
     }
     qp->fd = fd;
-    uw_mpa_frame_parser_init(&qp->parser, UW_MPA_REPLY, UW_MPA_MAX_PD);
-    uw__cm_to(qp, UW__CM_CONNECTING, 0, "uw_connect");
-    uw__qp_update_io(qp);
-    uw__ctx_arm_timer(qp->ctx);
+    connect_started(qp);
     return 0;
 }
 
-int uw_listen(uw_ctx *ctx, const struct sockaddr *addr, socklen_t len, const uw_qp_attr *qa,
-              const uw_conn_param *p, uw_listener **out)
+static int listener_new(uw_ctx *ctx, const uw_qp_attr *qa, const uw_conn_param *p,
+                        uw_listener **out)
 {
-    if (!ctx || !addr || !qa || !out)
-        return UW_EINVAL;
     /* Checked now: a bad attr would otherwise fail every incoming
      * connection, each dropped with nothing said to the application. */
     if (uw__qp_attr_check(ctx, qa) < 0)
@@ -144,6 +181,44 @@ int uw_listen(uw_ctx *ctx, const struct sockaddr *addr, socklen_t len, const uw_
     l->ctx = ctx;
     l->qp_attr = *qa;
     l->tag = UW__EP_LISTENER;
+    l->fd = -1;
+    *out = l;
+    return 0;
+}
+
+/* The listener exists: it counts, and holds what its QPs will use. */
+static void listener_open(uw_listener *l)
+{
+    uw_ctx *ctx = l->ctx;
+    const uw_qp_attr *qa = &l->qp_attr;
+    ctx->nlisten++;
+    /* The QPs it will create use them: they stay until it is destroyed
+     * (uw_pd_dealloc()/uw_cq_destroy() say UW_EBUSY meanwhile). */
+    qa->pd->nqp++;
+    qa->send_cq->nqp++;
+    qa->recv_cq->nqp++;
+    l->accepting = true;
+}
+
+int uw__tp_listen(uw_ctx *ctx, const uw_qp_attr *qa, const uw_conn_param *p, uw_listener **out)
+{
+    if (!ctx || !qa || !out)
+        return UW_EINVAL;
+    int r = listener_new(ctx, qa, p, out);
+    if (r == 0)
+        listener_open(*out);
+    return r;
+}
+
+int uw_listen(uw_ctx *ctx, const struct sockaddr *addr, socklen_t len, const uw_qp_attr *qa,
+              const uw_conn_param *p, uw_listener **out)
+{
+    if (!ctx || !addr || !qa || !out)
+        return UW_EINVAL;
+    uw_listener *l;
+    int r = listener_new(ctx, qa, p, &l);
+    if (r < 0)
+        return r;
     int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
@@ -162,13 +237,7 @@ int uw_listen(uw_ctx *ctx, const struct sockaddr *addr, socklen_t len, const uw_
         ctx->alloc.free(ctx->alloc.ud, l);
         return r;
     }
-    ctx->nlisten++;
-    /* The QPs it will create use them: they stay until it is destroyed
-     * (uw_pd_dealloc()/uw_cq_destroy() say UW_EBUSY meanwhile). */
-    qa->pd->nqp++;
-    qa->send_cq->nqp++;
-    qa->recv_cq->nqp++;
-    l->accepting = true;
+    listener_open(l);
     *out = l;
     return 0;
 }
@@ -200,7 +269,8 @@ int uw_listener_destroy(uw_listener *l)
             pp = &(*pp)->next;
         }
     }
-    close(l->fd);
+    if (l->fd >= 0)
+        close(l->fd);
     c->nlisten--;
     l->qp_attr.pd->nqp--;
     l->qp_attr.send_cq->nqp--;
@@ -226,9 +296,41 @@ void uw__listener_update(uw_listener *l)
     bool want = l->npending < UW__MAX_PENDING;
     if (want == l->accepting)
         return;
+    if (l->fd < 0) {
+        l->accepting = want; /* uw__tp_accept() refuses meanwhile */
+        return;
+    }
     struct epoll_event ev = {.events = want ? EPOLLIN : 0, .data.ptr = l};
     if (epoll_ctl(l->ctx->epfd, EPOLL_CTL_MOD, l->fd, &ev) == 0)
         l->accepting = want;
+}
+
+/* A connection arrived on l: its QP, waiting for the Request, or NULL. */
+static uw_qp *accepted(uw_listener *l, int fd, const struct sockaddr_storage *ss, socklen_t sl)
+{
+    uw_ctx *c = l->ctx;
+    uw_qp *qp;
+    /* Bounded: a flood of half-open MPA exchanges costs at most this many QPs. */
+    if (uw__qp_alloc(c, &l->qp_attr, &qp) < 0) {
+        uw__log(c, UW_LOG_WARN, "listener: connection dropped (too many pending)");
+        return NULL;
+    }
+    qp->fd = fd;
+    qp->listener = l;
+    l->npending++;
+    memcpy(&qp->peer, ss, sl);
+    qp->param = l->param;
+    qp->param.private_data = qp->param_pd;
+    memcpy(qp->param_pd, l->param_pd, l->param.private_data_len);
+    memcpy(qp->param_cc, l->param_cc, sizeof(qp->param_cc));
+    if (qp->param.tcp_congestion)
+        qp->param.tcp_congestion = qp->param_cc;
+    policy_from(&qp->pol, &l->param);
+    if (l->param.crc == UW_CRC_REQUIRE)
+        qp->pol.crc = true;
+    uw_mpa_frame_parser_init(&qp->parser, UW_MPA_REQUEST, UW_MPA_MAX_PD);
+    uw__cm_to(qp, UW__CM_WAIT_REQUEST, 0, "accepted by a listener");
+    return qp;
 }
 
 void uw__cm_accept_fd(uw_listener *l)
@@ -242,33 +344,36 @@ void uw__cm_accept_fd(uw_listener *l)
         int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC);
         if (fd < 0)
             return;
-        uw_qp *qp;
-        /* Bounded: a flood of half-open MPA exchanges costs at most this many QPs. */
-        if (uw__qp_alloc(c, &l->qp_attr, &qp) < 0) {
-            uw__log(c, UW_LOG_WARN, "listener: connection dropped (too many pending)");
+        uw_qp *qp = accepted(l, fd, &ss, sl);
+        if (!qp) {
             close(fd);
             continue;
         }
-        qp->fd = fd;
-        qp->listener = l;
-        l->npending++;
-        memcpy(&qp->peer, &ss, sl);
-        qp->param = l->param;
-        qp->param.private_data = qp->param_pd;
-        memcpy(qp->param_pd, l->param_pd, l->param.private_data_len);
-        memcpy(qp->param_cc, l->param_cc, sizeof(qp->param_cc));
-        if (qp->param.tcp_congestion)
-            qp->param.tcp_congestion = qp->param_cc;
         sock_setup(fd, &qp->param);
-        policy_from(&qp->pol, &l->param);
-        if (l->param.crc == UW_CRC_REQUIRE)
-            qp->pol.crc = true;
-        uw_mpa_frame_parser_init(&qp->parser, UW_MPA_REQUEST, UW_MPA_MAX_PD);
-        uw__cm_to(qp, UW__CM_WAIT_REQUEST, 0, "accepted by a listener");
         uw__qp_update_io(qp);
     }
     uw__listener_update(l);
     uw__ctx_arm_timer(c);
+}
+
+int uw__tp_accept(uw_listener *l, const struct uw__tp_ops *tp, void *ep)
+{
+    if (!l || !tp || !ep)
+        return UW_EINVAL;
+    if (!l->accepting)
+        return UW_EBUSY; /* as the kernel's backlog would hold it */
+    struct sockaddr_storage none;
+    memset(&none, 0, sizeof(none));
+    uw_qp *qp = accepted(l, UW__FD_TP, &none, sizeof(none));
+    if (!qp)
+        return UW_ENOMEM;
+    qp->tp = tp;
+    qp->tp_ep = ep;
+    tp->watch(ep, tp_wake, qp);
+    uw__kick(qp); /* the Request may be there already */
+    uw__listener_update(l);
+    uw__ctx_arm_timer(l->ctx);
+    return 0;
 }
 
 static void fill_event(uw_qp *qp, uw_cm_event *ev, int type, const uw_mpa_frame *peer)
@@ -296,7 +401,11 @@ uint32_t uw__cm_mulpdu(uw_qp *qp, bool markers)
 {
     int mss = 0;
     socklen_t l = sizeof(mss);
-    if (getsockopt(qp->fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) < 0 || mss <= 0)
+    if (qp->tp)
+        mss = (int)qp->tp->mss(qp->tp_ep);
+    else if (getsockopt(qp->fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &l) < 0)
+        mss = 0;
+    if (mss <= 0)
         mss = 1460;
     return mulpdu_for(qp, mss, markers);
 }
@@ -312,7 +421,7 @@ static void start(uw_qp *qp, const uw_mpa_params *mpa, bool initiator)
     int mtu = 0;
     socklen_t l = sizeof(mtu);
     bool v6 = qp->peer.ss_family == AF_INET6;
-    if (mk &&
+    if (mk && !qp->tp &&
         getsockopt(qp->fd, v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_MTU : IP_MTU, &mtu, &l) == 0 &&
         mtu > 100) {
         uint32_t big = mulpdu_for(qp, mtu - (v6 ? 60 : 40), mk);
@@ -512,6 +621,11 @@ static int parse_frame(uw_qp *qp, uw_mpa_frame *out)
 int uw__cm_handshake(uw_qp *qp, unsigned events)
 {
     if (qp->cm == UW__CM_CONNECTING) {
+        if (qp->tp) {
+            /* A transport endpoint is connected when it is made. */
+            uw__cm_to(qp, UW__CM_WAIT_REPLY, 0, "transport connected");
+            goto connected;
+        }
         if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
             return 0;
         int e = 0;
@@ -526,6 +640,7 @@ int uw__cm_handshake(uw_qp *qp, unsigned events)
             fcntl(qp->fd, F_SETFL, fl & ~O_NONBLOCK);
         uw__cm_to(qp, UW__CM_WAIT_REPLY, 0, "TCP connected");
     }
+connected:
     if (qp->cm == UW__CM_WAIT_REPLY) {
         ssize_t left = uw__cm_hs_move(qp, NULL);
         if (left != 0)
@@ -545,8 +660,9 @@ int uw__cm_handshake(uw_qp *qp, unsigned events)
         }
         if (rx->st_head == rx->st_tail)
             rx->st_head = rx->st_tail = 0;
-        ssize_t n =
-            recv(qp->fd, rx->stage + rx->st_tail, rx->stage_cap - rx->st_tail, MSG_DONTWAIT);
+        struct iovec iov = {rx->stage + rx->st_tail, rx->stage_cap - rx->st_tail};
+        ssize_t n = qp->tp ? qp->tp->recv(qp->tp_ep, &iov, 1)
+                           : recv(qp->fd, iov.iov_base, iov.iov_len, MSG_DONTWAIT);
         if (n == 0)
             return UW_EMPA_TRUNCATED_FRAME;
         if (n < 0)
@@ -564,8 +680,9 @@ ssize_t uw__cm_hs_move(uw_qp *qp, uint8_t *sink)
         return 0;
     }
     while (qp->hs_off < qp->hs_len) {
-        ssize_t w = send(qp->fd, qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off,
-                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        struct iovec iov = {qp->hs_out + qp->hs_off, qp->hs_len - qp->hs_off};
+        ssize_t w = qp->tp ? qp->tp->send(qp->tp_ep, &iov, 1)
+                           : send(qp->fd, iov.iov_base, iov.iov_len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0)
             return errno == EAGAIN ? (ssize_t)(qp->hs_len - qp->hs_off) : -errno;
         qp->hs_off += (uint32_t)w;
@@ -594,12 +711,25 @@ static void close_fd(uw_qp *qp)
 {
     if (qp->ctx->detached == qp)
         qp->ctx->detached = NULL;
-    if (qp->fd >= 0) {
+    if (qp->tp && qp->fd >= 0) {
+        qp->tp->close(qp->tp_ep, false);
+        qp->tp = NULL;
+        qp->fd = -1;
+    } else if (qp->fd >= 0) {
         close(qp->fd);
         qp->fd = -1;
         qp->epmask = 0;
         qp->ep_added = false;
     }
+}
+
+/* Our FIN. */
+static void shut_wr(uw_qp *qp)
+{
+    if (qp->tp && qp->fd >= 0)
+        qp->tp->shutdown_wr(qp->tp_ep);
+    else
+        shutdown(qp->fd, SHUT_WR);
 }
 
 static void clear_deadline(uw_qp *qp)
@@ -654,7 +784,7 @@ void uw__cm_to(uw_qp *qp, int to, int err, const char *why)
         uw__event_push(qp->ctx, &ev);
         break;
     case UW__CM_CLOSING:
-        shutdown(qp->fd, SHUT_WR);
+        shut_wr(qp);
         qp->state = UW_QPS_CLOSING;
         break;
     case UW__CM_LINGER:
@@ -668,7 +798,7 @@ void uw__cm_to(uw_qp *qp, int to, int err, const char *why)
     case UW__CM_DRAIN:
         if (from == UW__CM_LINGER) {
             /* The reject Reply is out: FIN, under LINGER's deadline. */
-            shutdown(qp->fd, SHUT_WR);
+            shut_wr(qp);
             if (!qp->deadline_ns)
                 uw__set_deadline(qp, uw__ctx_now(qp->ctx) + UW__LINGER_NS);
             break;
@@ -682,13 +812,13 @@ void uw__cm_to(uw_qp *qp, int to, int err, const char *why)
         ev.err = qp->close_err;
         ev.term = qp->rd.term_out.term;
         uw__event_push(qp->ctx, &ev);
-        shutdown(qp->fd, SHUT_WR);
+        shut_wr(qp);
         uw__set_deadline(qp, uw__ctx_now(qp->ctx) + UW__LINGER_NS);
         uw__qp_flush(qp, qp->close_err);
         break;
     case UW__CM_CLOSED:
         if (!err && from == UW__CM_PEER_CLOSED)
-            shutdown(qp->fd, SHUT_WR); /* our FIN, after the peer's */
+            shut_wr(qp); /* our FIN, after the peer's */
         if (!err && from == UW__CM_CLOSING) {
             fill_event(qp, &ev, UW_CM_DISCONNECTED, NULL);
             uw__event_push(qp->ctx, &ev);

@@ -12,11 +12,12 @@
 #include <poll.h>
 
 #include "io/engine.h"
+#include "io/transport.h"
 
 void uw__qp_update_io(uw_qp *qp)
 {
-    if (qp->fd < 0 || qp->ctx->detached == qp)
-        return; /* a detached socket comes back with uw__ctx_attach() */
+    if (qp->fd < 0 || qp->ctx->detached == qp || qp->tp)
+        return; /* a detached socket comes back with uw__ctx_attach(); a transport wakes us */
     /* After the peer's FIN the socket stays readable forever: stop asking. */
     unsigned want = qp->eof_seen ? 0 : EPOLLIN | EPOLLRDHUP;
     bool tx = qp->cm == UW__CM_CONNECTING || qp->hs_off < qp->hs_len ||
@@ -165,7 +166,7 @@ static int do_tx(uw_qp *qp)
         int n = uw__qp_tx_iov(qp, iov, UW__TX_IOV);
         if (n <= 0)
             break;
-        ssize_t w = sock_write(qp->fd, iov, n);
+        ssize_t w = qp->tp ? qp->tp->send(qp->tp_ep, iov, n) : sock_write(qp->fd, iov, n);
         if (w < 0) {
             if (errno == EAGAIN || errno == EINTR)
                 return 0;
@@ -244,7 +245,8 @@ static int do_rx(uw_qp *qp)
         int n = uw__qp_rx_iov(qp, iov, UW__RX_PLAN);
         if (n <= 0)
             return 0;
-        ssize_t r = sock_read(qp->fd, iov, n, MSG_DONTWAIT);
+        ssize_t r =
+            qp->tp ? qp->tp->recv(qp->tp_ep, iov, n) : sock_read(qp->fd, iov, n, MSG_DONTWAIT);
         if (r < 0)
             return (errno == EAGAIN || errno == EINTR) ? 0 : -errno;
         if (r == 0)
@@ -285,8 +287,10 @@ static void linger(uw_qp *qp)
         uw__cm_to(qp, UW__CM_DRAIN, 0, "final frame written");
     }
     char sink[4096];
+    struct iovec iov = {sink, sizeof(sink)};
     for (;;) {
-        ssize_t r = recv(qp->fd, sink, sizeof(sink), MSG_DONTWAIT);
+        ssize_t r = qp->tp ? qp->tp->recv(qp->tp_ep, &iov, 1)
+                           : recv(qp->fd, sink, sizeof(sink), MSG_DONTWAIT);
         if (r > 0)
             continue;
         if (r < 0 && errno == EAGAIN)
@@ -395,6 +399,31 @@ static void timers(uw_ctx *c)
     uw__orphans_timers(c, now);
 }
 
+/* Orphans on a transport other than a socket are not in the epoll set:
+ * their wake() marks them. */
+static void orphans_kicked(uw_ctx *c)
+{
+    c->orphan_kick = false;
+    for (struct uw__orphan *o = c->orphans, *next; o; o = next) {
+        next = o->next;
+        if (o->kick) {
+            o->kick = false;
+            uw__orphan_service(o); /* may free only o */
+        }
+    }
+}
+
+bool uw__ctx_busy(const uw_ctx *c)
+{
+    return c->ready_head || c->orphan_kick;
+}
+
+uint64_t uw__ctx_next_deadline(uw_ctx *c)
+{
+    uw__ctx_arm_timer(c);
+    return c->timer_ns;
+}
+
 /* One established connection: a non-blocking pass can go to its socket
  * directly. Busy-polling then costs one recv per spin instead of an
  * epoll_wait, and a message that arrived is read by that same call. A
@@ -406,7 +435,7 @@ static uw_qp *direct_qp(const uw_ctx *c)
 {
     uw_qp *q = c->qps;
     if (!q || q->next || c->ev_armed || q->deadline_ns || !uw__cm_established(q->cm) || q->fd < 0 ||
-        q->rd.dead || q->eof_seen)
+        q->rd.dead || q->eof_seen || q->tp)
         return NULL;
     return q;
 }
@@ -473,6 +502,8 @@ static int progress(uw_ctx *c, int timeout_ms)
         c->deadline_dirty = true;
         timers(c);
     }
+    if (c->orphan_kick)
+        orphans_kicked(c);
     uw_qp *dq = direct_qp(c);
     if (dq && !timeout_ms &&
         ((!c->nlisten && !c->timer_ns) || ++c->direct_spins % UW__DIRECT_EPOLL != 0)) {
@@ -558,7 +589,7 @@ static int wait_in_recv(uw_ctx *c, int timeout_ms)
 {
     uw_qp *q = c->qps;
     if (!q || q->next || c->nlisten || c->ev_armed || c->sig_soft || c->timer_ns || !timeout_ms ||
-        !uw__cm_established(q->cm) || q->fd < 0 || q->rd.dead || q->kick || q->rd.txf_count ||
+        !uw__cm_established(q->cm) || q->fd < 0 || q->tp || q->rd.dead || q->kick || q->rd.txf_count ||
         q->eof_seen || q->hs_off < q->hs_len || q->disconnect_req)
         return -1;
     detach(c, q);
@@ -647,7 +678,11 @@ int uw_abort(uw_qp *qp)
 {
     if (!qp)
         return UW_EINVAL;
-    if (qp->fd >= 0) {
+    if (qp->tp && qp->fd >= 0) {
+        qp->tp->close(qp->tp_ep, true);
+        qp->fd = -1;
+        qp->tp = NULL;
+    } else if (qp->fd >= 0) {
         struct linger lg = {.l_onoff = 1, .l_linger = 0};
         setsockopt(qp->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
     }

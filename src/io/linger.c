@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "io/transport.h"
 #include "verbs/internal.h"
 
 /* RFC 5040 leaves the timeout open; 2 s, as the QP's own linger. */
@@ -40,7 +41,10 @@ static void orphan_free(struct uw__orphan *o)
             *p = o->next;
             break;
         }
-    close(o->fd); /* also leaves the epoll set */
+    if (o->tp)
+        o->tp->close(o->tp_ep, false);
+    else
+        close(o->fd); /* also leaves the epoll set */
     c->deadline_dirty = true;
     c->alloc.free(c->alloc.ud, o->out);
     c->alloc.free(c->alloc.ud, o);
@@ -48,7 +52,7 @@ static void orphan_free(struct uw__orphan *o)
 
 static void orphan_watch(struct uw__orphan *o, unsigned want)
 {
-    if (want == o->epmask)
+    if (want == o->epmask || o->tp)
         return;
     struct epoll_event ev = {.events = want, .data.ptr = o};
     if (epoll_ctl(o->ctx->epfd, EPOLL_CTL_MOD, o->fd, &ev) == 0)
@@ -61,8 +65,10 @@ void uw__orphan_service(struct uw__orphan *o)
      * toward us might otherwise never read what we still owe it. */
     bool eof = false;
     char sink[4096];
+    struct iovec iov = {sink, sizeof(sink)};
     for (;;) {
-        ssize_t r = recv(o->fd, sink, sizeof(sink), MSG_DONTWAIT);
+        ssize_t r = o->tp ? o->tp->recv(o->tp_ep, &iov, 1)
+                          : recv(o->fd, sink, sizeof(sink), MSG_DONTWAIT);
         if (r > 0)
             continue;
         if (r < 0 && (errno == EAGAIN || errno == EINTR))
@@ -75,8 +81,9 @@ void uw__orphan_service(struct uw__orphan *o)
         break;
     }
     while (o->out_off < o->out_len) {
-        ssize_t w =
-            send(o->fd, o->out + o->out_off, o->out_len - o->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        struct iovec out = {o->out + o->out_off, o->out_len - o->out_off};
+        ssize_t w = o->tp ? o->tp->send(o->tp_ep, &out, 1)
+                          : send(o->fd, out.iov_base, out.iov_len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
             /* After the peer's FIN the socket stays readable: stop asking. */
             orphan_watch(o, EPOLLOUT | (eof ? 0u : EPOLLIN | EPOLLRDHUP));
@@ -92,7 +99,10 @@ void uw__orphan_service(struct uw__orphan *o)
         o->ctx->alloc.free(o->ctx->alloc.ud, o->out);
         o->out = NULL;
         o->out_len = o->out_off = 0;
-        shutdown(o->fd, SHUT_WR);
+        if (o->tp)
+            o->tp->shutdown_wr(o->tp_ep);
+        else
+            shutdown(o->fd, SHUT_WR);
         o->fin_sent = true;
     }
     if (eof) {
@@ -100,6 +110,14 @@ void uw__orphan_service(struct uw__orphan *o)
         return;
     }
     orphan_watch(o, EPOLLIN | EPOLLRDHUP);
+}
+
+static void orphan_wake(void *ud)
+{
+    struct uw__orphan *o = ud;
+    o->kick = true;
+    o->ctx->orphan_kick = true;
+    uw__ctx_signal(o->ctx);
 }
 
 /* Takes over qp's socket with the octets it still owes. */
@@ -139,15 +157,20 @@ static bool adopt(uw_qp *qp)
     o->fd = qp->fd;
     /* Sentinel: orphan_watch() below registers the first real mask. */
     o->epmask = ~0u;
+    o->tp = qp->tp;
+    o->tp_ep = qp->tp_ep;
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = o};
     int op = qp->ep_added ? EPOLL_CTL_MOD : EPOLL_CTL_ADD;
-    if (epoll_ctl(c->epfd, op, o->fd, &ev) < 0) {
+    if (o->tp) {
+        o->tp->watch(o->tp_ep, orphan_wake, o);
+    } else if (epoll_ctl(c->epfd, op, o->fd, &ev) < 0) {
         c->alloc.free(c->alloc.ud, o->out);
         c->alloc.free(c->alloc.ud, o);
         return false;
     }
     o->epmask = EPOLLIN | EPOLLRDHUP;
     qp->fd = -1;
+    qp->tp = NULL;
     qp->ep_added = false;
     o->deadline_ns = uw__ctx_now(c) + UW__ORPHAN_LINGER_NS;
     o->next = c->orphans;
@@ -161,9 +184,16 @@ void uw__qp_close_socket(uw_qp *qp)
 {
     if (qp->fd < 0)
         return;
+    if (owes_orderly_end(qp) && adopt(qp))
+        return;
+    if (qp->tp) {
+        /* Out of memory, or abortive: as for a socket below. */
+        qp->tp->close(qp->tp_ep, !owes_orderly_end(qp) && qp->state != UW_QPS_CLOSED);
+        qp->tp = NULL;
+        qp->fd = -1;
+        return;
+    }
     if (owes_orderly_end(qp)) {
-        if (adopt(qp))
-            return;
         /* Out of memory: the best the kernel can do on its own. */
         shutdown(qp->fd, SHUT_WR);
     } else if (qp->state != UW_QPS_CLOSED) {
@@ -195,6 +225,8 @@ uint64_t uw__orphans_timers(uw_ctx *c, uint64_t now)
  * is in the peer's kernel, which keeps it readable even after a reset. */
 static bool all_acked(const struct uw__orphan *o)
 {
+    if (o->tp)
+        return o->fin_sent && o->tp->outq(o->tp_ep) == 0;
     int outq = -1;
     return o->fin_sent && ioctl(o->fd, SIOCOUTQ, &outq) == 0 && outq == 0;
 }
@@ -215,6 +247,17 @@ void uw__orphans_finish(uw_ctx *c)
         uint64_t first = uw__orphans_timers(c, now);
         if (!c->orphans)
             return;
+        if (c->clock) {
+            /* Virtual time does not pass while we wait: one more pass for
+             * each, then they end (a test's destroy never blocks). */
+            while (c->orphans) {
+                struct uw__orphan *o = c->orphans;
+                uw__orphan_service(o);
+                if (c->orphans == o)
+                    orphan_free(o);
+            }
+            return;
+        }
         struct pollfd p[UW__ORPHAN_POLL];
         struct uw__orphan *os[UW__ORPHAN_POLL];
         nfds_t n = 0;
@@ -222,7 +265,7 @@ void uw__orphans_finish(uw_ctx *c)
             short ev = o->out ? POLLOUT : 0;
             if (o->epmask & EPOLLIN)
                 ev |= POLLIN | POLLRDHUP;
-            p[n].fd = o->fd;
+            p[n].fd = o->tp ? -1 : o->fd; /* a transport's is served above */
             p[n].events = ev;
             p[n].revents = 0;
             os[n++] = o;

@@ -22,6 +22,8 @@
 #define UW__EMSS_FIRST (64u * 1024)
 #define UW__EMSS_LAST (16u * 1024 * 1024)
 
+struct uw__tp_ops; /* io/transport.h */
+
 struct uw__evnode {
     struct uw__evnode *next;
     uw_cm_event ev;
@@ -60,6 +62,7 @@ struct uw_ctx {
     bool deadline_dirty;            /* a QP's deadline changed since the timerfd was armed */
     /* Sockets of destroyed QPs still closing in order (io/linger.c). */
     struct uw__orphan *orphans;
+    bool orphan_kick; /* an orphan on a non-socket transport has work */
     struct uw__mrt mrt; /* the STag table */
 };
 
@@ -111,6 +114,10 @@ struct uw_qp {
     int state; /* enum uw_qp_state */
     bool sq_sig_all;
     int fd;
+    /* A transport other than the socket fd (io/transport.h): NULL for a
+     * socket, the case the fast paths test first. */
+    const struct uw__tp_ops *tp;
+    void *tp_ep;
     unsigned epmask; /* events registered with epoll */
     bool ep_added;
     bool kick;   /* work to do without socket readiness: set with uw__kick() */
@@ -181,6 +188,9 @@ struct uw__orphan {
     uw_ctx *ctx;
     struct uw__orphan *next;
     int fd;
+    const struct uw__tp_ops *tp; /* as the QP's: NULL for a socket */
+    void *tp_ep;
+    bool kick; /* tp: work for the next pass (no epoll for it) */
     uint8_t *out; /* octets still owed before our FIN (ctx allocator) */
     size_t out_len, out_off;
     bool fin_sent;
