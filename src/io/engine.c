@@ -589,8 +589,8 @@ static int wait_in_recv(uw_ctx *c, int timeout_ms)
 {
     uw_qp *q = c->qps;
     if (!q || q->next || c->nlisten || c->ev_armed || c->sig_soft || c->timer_ns || !timeout_ms ||
-        !uw__cm_established(q->cm) || q->fd < 0 || q->tp || q->rd.dead || q->kick || q->rd.txf_count ||
-        q->eof_seen || q->hs_off < q->hs_len || q->disconnect_req)
+        !uw__cm_established(q->cm) || q->fd < 0 || q->tp || q->rd.dead || q->kick ||
+        q->rd.txf_count || q->eof_seen || q->hs_off < q->hs_len || q->disconnect_req)
         return -1;
     detach(c, q);
     struct iovec iov[UW__RX_PLAN];

@@ -67,8 +67,8 @@ void uw__orphan_service(struct uw__orphan *o)
     char sink[4096];
     struct iovec iov = {sink, sizeof(sink)};
     for (;;) {
-        ssize_t r = o->tp ? o->tp->recv(o->tp_ep, &iov, 1)
-                          : recv(o->fd, sink, sizeof(sink), MSG_DONTWAIT);
+        ssize_t r =
+            o->tp ? o->tp->recv(o->tp_ep, &iov, 1) : recv(o->fd, sink, sizeof(sink), MSG_DONTWAIT);
         if (r > 0)
             continue;
         if (r < 0 && (errno == EAGAIN || errno == EINTR))

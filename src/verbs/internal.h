@@ -62,7 +62,7 @@ struct uw_ctx {
     bool deadline_dirty;            /* a QP's deadline changed since the timerfd was armed */
     /* Sockets of destroyed QPs still closing in order (io/linger.c). */
     struct uw__orphan *orphans;
-    bool orphan_kick; /* an orphan on a non-socket transport has work */
+    bool orphan_kick;   /* an orphan on a non-socket transport has work */
     struct uw__mrt mrt; /* the STag table */
 };
 
@@ -190,7 +190,7 @@ struct uw__orphan {
     int fd;
     const struct uw__tp_ops *tp; /* as the QP's: NULL for a socket */
     void *tp_ep;
-    bool kick; /* tp: work for the next pass (no epoll for it) */
+    bool kick;    /* tp: work for the next pass (no epoll for it) */
     uint8_t *out; /* octets still owed before our FIN (ctx allocator) */
     size_t out_len, out_off;
     bool fin_sent;
