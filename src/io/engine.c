@@ -16,12 +16,20 @@
 
 void uw__qp_update_io(uw_qp *qp)
 {
-    if (qp->fd < 0 || qp->ctx->detached == qp || qp->tp)
-        return; /* a detached socket comes back with uw__ctx_attach(); a transport wakes us */
+    if (qp->fd < 0 || qp->ctx->detached == qp)
+        return; /* a detached socket comes back with uw__ctx_attach() */
     /* After the peer's FIN the socket stays readable forever: stop asking. */
     unsigned want = qp->eof_seen ? 0 : EPOLLIN | EPOLLRDHUP;
     bool tx = qp->cm == UW__CM_CONNECTING || qp->hs_off < qp->hs_len ||
               ((uw__cm_established(qp->cm) || qp->cm >= UW__CM_LINGER) && qp->rd.txf_count);
+    if (qp->tp) {
+        /* What epoll would report at once (it is level-triggered): a
+         * transport only wakes us when its state changes. */
+        unsigned r = qp->tp->ready(qp->tp_ep);
+        if ((r & POLLIN && want & EPOLLIN) || (r & POLLOUT && tx))
+            uw__kick(qp);
+        return;
+    }
     if (tx)
         want |= EPOLLOUT;
     if (!want) {

@@ -7,6 +7,7 @@
  * depends on is kept: closing with unread octets resets instead of
  * sending FIN, and writing to a closed peer fails with EPIPE. */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,6 +180,17 @@ static uint32_t mem_mss(void *ep)
     return ((struct uw__mem_end *)ep)->mss;
 }
 
+static unsigned mem_ready(void *ep)
+{
+    const struct uw__mem_end *e = ep;
+    /* An error or the end is news too: the call says which. */
+    bool broken = e->rst_in || e->peer->closed;
+    unsigned r = e->len || e->fin_in || broken ? POLLIN : 0;
+    if (e->peer->len < e->peer->cap || broken || e->shut)
+        r |= POLLOUT;
+    return r;
+}
+
 static void mem_watch(void *ep, void (*w)(void *ud), void *ud)
 {
     struct uw__mem_end *e = ep;
@@ -193,6 +205,7 @@ const struct uw__tp_ops uw__mem_ops = {
     .close = mem_close,
     .outq = mem_outq,
     .mss = mem_mss,
+    .ready = mem_ready,
     .watch = mem_watch,
 };
 

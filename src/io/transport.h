@@ -28,6 +28,10 @@ struct uw__tp_ops {
     size_t (*outq)(void *ep);
     /* The EMSS, for the MULPDU (TCP_MAXSEG). */
     uint32_t (*mss)(void *ep);
+    /* POLLIN | POLLOUT as poll() would say them now. The engine asks
+     * after each service, as epoll's level-triggered readiness would
+     * tell it, since wake() reports only changes. */
+    unsigned (*ready)(void *ep);
     /* wake(ud) runs whenever ep may have become readable or writable
      * (or NULL: nobody to tell). It may run inside another endpoint's
      * call, so it only marks work for the next pass. */

@@ -54,14 +54,26 @@ void mw_init(mw *w, size_t cap, unsigned cq_depth)
     assert_int_equal(uw__mem_pair(&w->a.end, &w->b.end, cap ? cap : 65536, 0), 0);
 }
 
-void mw_dial(mw *w, const uw_conn_param *pa, const uw_conn_param *pb)
+void mw_dial_a(mw *w, const uw_conn_param *pa)
 {
-    uw_qp_attr qb = {.pd = w->b.pd, .send_cq = w->b.cq, .recv_cq = w->b.cq};
-    assert_int_equal(uw__tp_listen(w->b.ctx, &qb, pb, &w->b.l), 0);
     uw_qp_attr qa = {.pd = w->a.pd, .send_cq = w->a.cq, .recv_cq = w->a.cq};
     assert_int_equal(uw_qp_create(w->a.ctx, &qa, &w->a.qp), 0);
     assert_int_equal(uw__tp_connect(w->a.qp, &uw__mem_ops, w->a.end, pa), 0);
+    w->a.end_used = true;
+}
+
+void mw_dial_b(mw *w, const uw_conn_param *pb)
+{
+    uw_qp_attr qb = {.pd = w->b.pd, .send_cq = w->b.cq, .recv_cq = w->b.cq};
+    assert_int_equal(uw__tp_listen(w->b.ctx, &qb, pb, &w->b.l), 0);
     assert_int_equal(uw__tp_accept(w->b.l, &uw__mem_ops, w->b.end), 0);
+    w->b.end_used = true;
+}
+
+void mw_dial(mw *w, const uw_conn_param *pa, const uw_conn_param *pb)
+{
+    mw_dial_a(w, pa);
+    mw_dial_b(w, pb);
 }
 
 static void side_fini(mw_side *s)
@@ -79,15 +91,14 @@ static void side_fini(mw_side *s)
 
 void mw_fini(mw *w)
 {
-    struct uw__mem_end *e = w->a.end;
-    bool used = w->a.qp != NULL;
     side_fini(&w->a);
     side_fini(&w->b);
-    if (!used) {
-        uw__mem_close_unused(w->a.end);
-        uw__mem_close_unused(w->b.end);
+    for (int k = 0; k < 2; k++) {
+        mw_side *s = k ? &w->b : &w->a;
+        if (!s->end_used)
+            uw__mem_close_unused(s->end);
     }
-    uw__mem_release(e);
+    uw__mem_release(w->a.end);
 }
 
 static bool busy(mw *w, int mask)

@@ -23,6 +23,7 @@ typedef struct mw_side {
     uint8_t *buf;
     uw_mr *mr;
     struct uw__mem_end *end;
+    bool end_used;    /* handed to the engine, which closes it */
     char trace[4096]; /* "FROM -> TO (why);" for every state change */
 } mw_side;
 
@@ -36,6 +37,10 @@ typedef struct mw {
 void mw_init(mw *w, size_t cap, unsigned cq_depth);
 /* b listens with pb; a connects with pa; b's listener accepts. */
 void mw_dial(mw *w, const uw_conn_param *pa, const uw_conn_param *pb);
+/* Half of it: a connects to an end nobody accepts, or b accepts one
+ * nobody connected from (a's end stays silent). */
+void mw_dial_a(mw *w, const uw_conn_param *pa);
+void mw_dial_b(mw *w, const uw_conn_param *pb);
 /* Everything, then the pair (after the engine closed its ends). */
 void mw_fini(mw *w);
 
