@@ -446,8 +446,10 @@ static int got_request(uw_qp *qp)
             if (n > 0) {
                 qp->hs_len = (uint32_t)n;
                 qp->hs_off = 0;
+                /* Not an error of this pass: the Reply goes out, then
+                 * the listener hears of it (engine.c linger()). */
                 uw__cm_to(qp, UW__CM_LINGER, r, "refusing Reply");
-                return r;
+                return 0;
             }
         }
     }

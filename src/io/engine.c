@@ -106,8 +106,10 @@ static void qp_fail(uw_qp *qp, int err)
     /* An expired deadline is still set here: it was a startup's. */
     bool startup = !uw__cm_established(qp->cm) || qp->deadline_ns || qp->setup_failed;
     uw_listener *l = qp->listener;
-    if (l && qp->cm < UW__CM_WAIT_ACCEPT) {
-        /* Never seen by the application: report on the listener, then free. */
+    /* Still the listener's and not in WAIT_ACCEPT: never seen by the
+     * application (a refused Request lingers with its listener too). */
+    if (l && qp->cm != UW__CM_WAIT_ACCEPT) {
+        /* Report on the listener, then free. */
         uw_cm_event ev;
         memset(&ev, 0, sizeof(ev));
         ev.type = UW_CM_CONNECT_ERROR;

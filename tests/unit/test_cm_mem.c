@@ -95,6 +95,36 @@ static void test_reject_private_data(void **st)
     mw_fini(&w);
 }
 
+/* A Request the responder cannot serve (no RTR type both sides take,
+ * RFC 6581 9) is refused with a rejecting Reply: the initiator hears why
+ * in REJECTED, the responder's application never sees the connection, and
+ * its listener reports the failed startup once the Reply and FIN are out
+ * and the initiator has closed (the QP is freed, not left behind). */
+static void test_refused_request(void **st)
+{
+    (void)st;
+    /* Only a Read RTR on the responder, with no IRD slot for it: our ORD
+     * 0x3FFF leaves its IRD at 0 (RFC 6581 9.1), so it supports no type. */
+    uw_conn_param pa = {.p2p = true, .rtr = UW_MPA_RTR_READ, .ord = UW_MPA_NO_NEGOTIATION};
+    uw_conn_param pb = {.p2p = true, .rtr = UW_MPA_RTR_READ, .ird = UW_CONN_ZERO};
+    mw w;
+    mw_init(&w, 0, 0);
+    mw_dial(&w, &pa, &pb);
+    uw_cm_event ev = mw_expect(&w, &w.a, UW_CM_REJECTED);
+    assert_int_equal(ev.err, UW_ECONNREFUSED);
+    mw_idle(&w);
+    ev = mw_expect(&w, &w.b, UW_CM_CONNECT_ERROR);
+    assert_ptr_equal(ev.listener, w.b.l);
+    assert_null(ev.qp);
+    assert_int_equal(ev.err, UW_EMPA_RTR);
+    mw_no_event(&w, &w.b);
+    assert_non_null(strstr(w.b.trace, "WAIT_REQUEST -> LINGER (refusing Reply)"));
+    assert_non_null(strstr(w.b.trace, "LINGER -> DRAIN"));
+    /* The Reply went before the FIN. */
+    assert_int_equal(uw__mem_fin_at(w.b.end), (int64_t)uw__mem_sent(w.b.end));
+    mw_fini(&w);
+}
+
 /* Checks that nothing happens on s until just before t, and that event
  * `type` with err comes at t. */
 static uw_cm_event fires_at(mw *w, int mask, mw_side *s, uint64_t t, int type, int err)
@@ -460,6 +490,7 @@ int main(void)
         cmocka_unit_test(test_setup_variants),
         cmocka_unit_test(test_p2p_rtr),
         cmocka_unit_test(test_reject_private_data),
+        cmocka_unit_test(test_refused_request),
         cmocka_unit_test(test_timeout_reply),
         cmocka_unit_test(test_timeout_request),
         cmocka_unit_test(test_timeout_rtr),
