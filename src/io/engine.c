@@ -287,12 +287,13 @@ static int tx_failed(uw_qp *qp, int r)
 
 /* LINGER and DRAIN: the rest of the final frame, our FIN, then reading
  * (discarding) until the peer closes, so that closing never resets what
- * we sent. */
-static void linger(uw_qp *qp)
+ * we sent. True when the QP is gone (a refused Request's, freed with its
+ * report to the listener). */
+static bool linger(uw_qp *qp)
 {
     if (qp->cm == UW__CM_LINGER) {
         if (uw__cm_hs_move(qp, NULL) > 0)
-            return; /* the socket is full */
+            return false; /* the socket is full */
         /* Written, or the socket failed: either way the FIN is next. */
         uw__cm_to(qp, UW__CM_DRAIN, 0, "final frame written");
     }
@@ -304,7 +305,7 @@ static void linger(uw_qp *qp)
         if (r > 0)
             continue;
         if (r < 0 && errno == EAGAIN)
-            return;
+            return false;
         break;
     }
     /* A responder's refusal of a Request nobody has seen yet ends as a
@@ -312,9 +313,10 @@ static void linger(uw_qp *qp)
      * our Terminate was reported when it was written. */
     if (qp->listener && qp->state != UW_QPS_CLOSED) {
         qp_fail(qp, qp->close_err ? qp->close_err : UW_ECONNABORTED);
-        return;
+        return true;
     }
     uw__cm_to(qp, UW__CM_CLOSED, 0, "peer's FIN");
+    return false;
 }
 
 static void service(uw_qp *qp, unsigned events)
@@ -323,8 +325,8 @@ static void service(uw_qp *qp, unsigned events)
     if (qp->fd < 0)
         return;
     if (qp->cm == UW__CM_LINGER || qp->cm == UW__CM_DRAIN) {
-        linger(qp);
-        uw__qp_update_io(qp);
+        if (!linger(qp))
+            uw__qp_update_io(qp);
         return;
     }
     if (qp->cm < UW__CM_WAIT_ACCEPT && qp->cm != UW__CM_IDLE) {
@@ -334,8 +336,8 @@ static void service(uw_qp *qp, unsigned events)
             return;
         }
         if (qp->cm == UW__CM_LINGER) {
-            linger(qp);
-            uw__qp_update_io(qp);
+            if (!linger(qp))
+                uw__qp_update_io(qp);
             return;
         }
         if (qp->cm != UW__CM_RTS) {
