@@ -5,8 +5,11 @@
 # MTU 1500 exposes). Needs root. Everything it creates is removed on exit,
 # Ctrl-C included.
 #
-#   bench/netns.sh [--mtu N] [--delay MS] [--loss PCT] [--build DIR] [--] CLIENT-ARGS...
+#   bench/netns.sh [--mtu N] [--delay MS] [--loss PCT] [--build DIR]
+#                  [--server-opt OPT]... [--] CLIENT-ARGS...
 #
+# --server-opt passes one option to the server (-l), e.g. --no-crc or
+# --markers, which the receiving side must ask for too.
 # CLIENT-ARGS go to the client after "ADDR PORT", e.g.
 #   sudo bench/netns.sh --mtu 1500 -- --vs-tcp --op write --sizes 64K,1M --repeat 3
 #   sudo bench/netns.sh --mtu 9000 -- --op stream --sizes 1M --vs-tcp --cpu
@@ -15,9 +18,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MTU=1500 DELAY=0 LOSS=0 BUILD=build PORT=24100
+MTU=1500 DELAY=0 LOSS=0 BUILD=build PORT=24100 SRV_OPTS=()
 usage() {
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-2}"
 }
 while [ $# -gt 0 ]; do
@@ -27,6 +30,7 @@ while [ $# -gt 0 ]; do
     --loss) LOSS=$2; shift 2 ;;
     --build) BUILD=$2; shift 2 ;;
     --port) PORT=$2; shift 2 ;;
+    --server-opt) SRV_OPTS+=("$2"); shift 2 ;;
     -h | --help) usage 0 ;;
     --) shift; break ;;
     -*) echo "bench/netns.sh: unknown option $1 (--help)" >&2; exit 2 ;;
@@ -55,7 +59,7 @@ trap 'exit 130' INT TERM
 netns_up "$MTU" "$DELAY" "$LOSS" || { echo "bench/netns.sh: $(netns_why)" >&2; exit 1; }
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
 echo "# netns: MTU $MTU, veth, delay/loss: $NETEM; CPU: $CPU ($(nproc) CPUs)"
-in_a "$PERF" -l "$ADDR_A:$PORT" >"/tmp/uwarp-netns-server.$$.log" 2>&1 &
+in_a "$PERF" -l "$ADDR_A:$PORT" "${SRV_OPTS[@]}" >"/tmp/uwarp-netns-server.$$.log" 2>&1 &
 SRV=$!
 for _ in $(seq 50); do
     grep -q "listening" "/tmp/uwarp-netns-server.$$.log" 2>/dev/null && break
