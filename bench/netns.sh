@@ -5,9 +5,13 @@
 # MTU 1500 exposes). Needs root. Everything it creates is removed on exit,
 # Ctrl-C included.
 #
-#   bench/netns.sh [--mtu N] [--delay MS] [--loss PCT] [--build DIR]
-#                  [--server-opt OPT]... [--] CLIENT-ARGS...
+#   bench/netns.sh [--mtu N] [--delay MS] [--loss PCT] [--cc NAME]
+#                  [--build DIR] [--server-opt OPT]... [--] CLIENT-ARGS...
 #
+# --cc sets both namespaces' default TCP congestion control, so that every
+# socket in them uses it, SDP's and a preloaded program's included. A
+# namespace may only default to a control the host allows; one it does not
+# is allowed for the run (tests/lib/netns.sh, netns_cc).
 # --server-opt passes one option to the server (-l), e.g. --no-crc or
 # --markers, which the receiving side must ask for too.
 # CLIENT-ARGS go to the client after "ADDR PORT", e.g.
@@ -18,9 +22,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-MTU=1500 DELAY=0 LOSS=0 BUILD=build PORT=24100 SRV_OPTS=()
+MTU=1500 DELAY=0 LOSS=0 BUILD=build PORT=24100 SRV_OPTS=() CC=""
 usage() {
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-2}"
 }
 while [ $# -gt 0 ]; do
@@ -31,6 +35,7 @@ while [ $# -gt 0 ]; do
     --build) BUILD=$2; shift 2 ;;
     --port) PORT=$2; shift 2 ;;
     --server-opt) SRV_OPTS+=("$2"); shift 2 ;;
+    --cc) CC=$2; shift 2 ;;
     -h | --help) usage 0 ;;
     --) shift; break ;;
     -*) echo "bench/netns.sh: unknown option $1 (--help)" >&2; exit 2 ;;
@@ -57,8 +62,12 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 netns_up "$MTU" "$DELAY" "$LOSS" || { echo "bench/netns.sh: $(netns_why)" >&2; exit 1; }
+if [ -n "$CC" ] && ! netns_cc "$CC"; then
+    echo "bench/netns.sh: $(netns_why)" >&2
+    exit 1
+fi
 CPU=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
-echo "# netns: MTU $MTU, veth, delay/loss: $NETEM; CPU: $CPU ($(nproc) CPUs)"
+echo "# netns: MTU $MTU, veth, delay/loss: $NETEM, cc $(in_a cat /proc/sys/net/ipv4/tcp_congestion_control); CPU: $CPU ($(nproc) CPUs)"
 in_a "$PERF" -l "$ADDR_A:$PORT" "${SRV_OPTS[@]}" >"/tmp/uwarp-netns-server.$$.log" 2>&1 &
 SRV=$!
 for _ in $(seq 50); do

@@ -20,6 +20,7 @@
 #
 # usage: bench/preload/run.sh [--build DIR] [--repeat N] [--time S] [--json]
 #                             [--only iperf3,redis,sockperf,curl] [--pin]
+#                             [--mtu N [--cc NAME]]
 #   --build DIR   the build with src/preload/libuwarp-preload.so, tools/uwarp-run
 #                 and tools/uwarp-pmd (default: build); UWARP_PRELOAD_LIB
 #                 overrides the library
@@ -30,8 +31,17 @@
 #   --pin         servers on CPU 0, clients on CPU 1 (taskset; the library's
 #                 threads inherit it): steadier latency figures on a machine
 #                 where the scheduler moves the two ends around
+#   --mtu N       servers and the port mapper in one network namespace,
+#                 clients in another, joined by a veth pair with MTU N, as
+#                 two hosts on an Ethernet segment (root needed; iperf3,
+#                 redis and sockperf only: curl's figure is about loading
+#                 the library, not the path)
+#   --cc NAME     with --mtu: the namespaces' congestion control (bbr with
+#                 no fq qdisc paces inside TCP at a high CPU cost; cubic
+#                 shows what each transport itself costs)
 # Needs iperf3, redis-server, redis-benchmark, sockperf, curl, python3
-# (scripts/deps.sh; `scripts/deps.sh bench` adds hyperfine). Loopback only.
+# (scripts/deps.sh; `scripts/deps.sh bench` adds hyperfine). Loopback, or
+# the namespaces of --mtu.
 set -u
 export LC_ALL=C
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -42,6 +52,7 @@ JSON=
 ONLY=iperf3,redis,sockperf,curl
 PORT_BASE=28900
 PIN=
+MTU= CC=
 usage() { # usage [STATUS]: the usage text; to stderr unless STATUS is 0
     if [ "${1:-1}" = 0 ]; then
         sed -n '/^# usage:/,/^# Needs/p' "$0" | sed 's/^# \{0,1\}//'
@@ -59,6 +70,8 @@ while [ $# -gt 0 ]; do
     --only) ONLY=${2:?}; shift 2 ;;
     --port-base) PORT_BASE=${2:?}; shift 2 ;;
     --pin) PIN=1; shift ;;
+    --mtu) MTU=${2:?}; shift 2 ;;
+    --cc) CC=${2:?}; shift 2 ;;
     -h | --help) usage 0 ;;
     *) echo "unknown option $1" >&2; usage ;;
     esac
@@ -70,6 +83,23 @@ SPIN=() CPIN=()
 if [ -n "$PIN" ]; then
     [ "$(nproc)" -ge 2 ] || { echo "--pin needs two CPUs" >&2; exit 1; }
     SPIN=(taskset -c 0) CPIN=(taskset -c 1)
+fi
+# Servers run with NSA, clients with NSB, both at SADDR: loopback unless --mtu.
+SADDR=127.0.0.1 NSA=() NSB=()
+[ -z "$CC" ] || [ -n "$MTU" ] || { echo "--cc needs --mtu" >&2; exit 1; }
+if [ -n "$MTU" ]; then
+    [ "$(id -u)" = 0 ] || { echo "--mtu needs root (network namespaces)" >&2; exit 1; }
+    ONLY=$(echo ",$ONLY," | sed 's/,curl,/,/; s/^,//; s/,$//')
+    # shellcheck source=../../tests/lib/netns.sh
+    . "$ROOT/tests/lib/netns.sh"
+    netns_up "$MTU" || { echo "--mtu: $(netns_why)" >&2; exit 1; }
+    if [ -n "$CC" ] && ! netns_cc "$CC"; then
+        echo "--cc: $(netns_why)" >&2
+        netns_down
+        exit 1
+    fi
+    SADDR=$ADDR_A NSA=(ip netns exec "$NS_A") NSB=(ip netns exec "$NS_B")
+    SPIN=("${NSA[@]}" "${SPIN[@]}") CPIN=("${NSB[@]}" "${CPIN[@]}")
 fi
 LIB=${UWARP_PRELOAD_LIB:-$BUILD/src/preload/libuwarp-preload.so}
 URUN=$BUILD/tools/uwarp-run
@@ -89,6 +119,7 @@ cleanup() {
         wait "$g" 2>/dev/null
     done
     rm -rf "$TMP"
+    [ -n "$MTU" ] && netns_down
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT
@@ -147,24 +178,24 @@ port() {
     for ((i = 0; i < 100; i++)); do
         p=$NEXT_PORT
         NEXT_PORT=$((PORT_BASE + (NEXT_PORT - PORT_BASE + 1) % 100))
-        [ -z "$(ss -Htan "( sport = :$p or dport = :$p )")" ] && { PORT=$p; return; }
+        [ -z "$("${NSA[@]}" ss -Htan "( sport = :$p or dport = :$p )")" ] && { PORT=$p; return; }
     done
     echo "no free port in $PORT_BASE..$((PORT_BASE + 99))" >&2
     exit 1
 }
 
-# wait_listen PORT [PREGISTERED]: until 127.0.0.1:PORT listens and, with a
+# wait_listen PORT [PREGISTERED]: until SADDR:PORT listens and, with a
 # second argument, until the port mapper maps it (the preloaded server).
 wait_listen() {
     local i
     for ((i = 0; i < 200; i++)); do
-        [ -n "$(ss -Hltn "sport = :$1")" ] && break
+        [ -n "$("${NSA[@]}" ss -Hltn "sport = :$1")" ] && break
         sleep 0.05
     done
     [ $# -lt 2 ] && return 0
     for ((i = 0; i < 100; i++)); do
-        timeout 5 "$BUILD/tools/uwarp-pm" query --server "127.0.0.1:$PMD_PORT" --timeout 100 --retries 1 \
-            127.0.0.1 "$1" >/dev/null 2>&1 && return 0
+        timeout 5 "${NSB[@]}" "$BUILD/tools/uwarp-pm" query --server "$SADDR:$PMD_PORT" --timeout 100 \
+            --retries 1 "$SADDR" "$1" >/dev/null 2>&1 && return 0
         sleep 0.1
     done
     echo "note: the preloaded server on port $1 never registered with the port mapper" >>"$NOTES"
@@ -190,16 +221,16 @@ LOAD0=$(cut -d' ' -f1 /proc/loadavg)
 
 # A private port mapper; every process of this run uses it.
 CTL=$TMP/pmd.sock
-spawn "$TMP/pmd.log" "$PMD" --port 0 --listen 127.0.0.1 --control "$CTL" --rate off
+spawn "$TMP/pmd.log" "${NSA[@]}" "$PMD" --port 0 --listen "$SADDR" --control "$CTL" --rate off
 for _ in $(seq 1 200); do
-    PMD_PORT=$(sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$TMP/pmd.log" | head -1)
+    PMD_PORT=$(sed -n "s/.*listening on ${SADDR//./\\.}:\([0-9][0-9]*\).*/\1/p" "$TMP/pmd.log" | head -1)
     [ -n "$PMD_PORT" ] && [ -S "$CTL" ] && break
     sleep 0.05
 done
 [ -n "${PMD_PORT:-}" ] || { echo "uwarp-pmd did not start: $(cat "$TMP/pmd.log")" >&2; exit 1; }
-export UWARP_PM_PORT=$PMD_PORT UWARP_PM_SOCKET=$CTL UWARP_PMD_CONTROL=$CTL UWARP_PM_SERVER=127.0.0.1:$PMD_PORT
+export UWARP_PM_PORT=$PMD_PORT UWARP_PM_SOCKET=$CTL UWARP_PMD_CONTROL=$CTL UWARP_PM_SERVER=$SADDR:$PMD_PORT
 
-say "uwarp preload benchmark: plain TCP vs both ends preloaded, median of $REPEAT, alternating"
+say "uwarp preload benchmark: plain TCP vs both ends preloaded, median of $REPEAT, alternating$([ -n "$MTU" ] && echo ", two namespaces at MTU $MTU (cc $("${NSA[@]}" cat /proc/sys/net/ipv4/tcp_congestion_control))")"
 say "CPU: $CPU_MODEL ($NCPU CPUs$([ -n "$PIN" ] && echo ", servers pinned to CPU 0, clients to CPU 1")), Linux $KERNEL; library $LIB (source $REV)"
 
 want() { case ",$ONLY," in *",$1,"*) return 0 ;; esac; return 1; }
@@ -219,10 +250,10 @@ if want iperf3; then
                 log "iperf3 $m run $r/$REPEAT (${SECS} s)"
                 port
                 PFX_FOR "$m" "$TMP/iperf3.$m.s.plog"
-                spawn "$TMP/iperf3.$m.s.out" "${SPIN[@]}" "${PFX[@]}" iperf3 -s -1 -B 127.0.0.1 -p "$PORT"
+                spawn "$TMP/iperf3.$m.s.out" "${SPIN[@]}" "${PFX[@]}" iperf3 -s -1 -B "$SADDR" -p "$PORT"
                 if [ "$m" = preloaded ]; then wait_listen "$PORT" pm; else wait_listen "$PORT"; fi
                 PFX_FOR "$m" "$TMP/iperf3.$m.c.plog"
-                timeout $((SECS + 30)) "${CPIN[@]}" "${PFX[@]}" iperf3 -c 127.0.0.1 -p "$PORT" -t "$SECS" -i 0 --json \
+                timeout $((SECS + 30)) "${CPIN[@]}" "${PFX[@]}" iperf3 -c "$SADDR" -p "$PORT" -t "$SECS" -i 0 --json \
                     >"$TMP/iperf3.json" 2>"$TMP/iperf3.err"
                 stop_group "$SPGID"
                 python3 - "$TMP/iperf3.json" "$m" >>"$SAMPLES" 2>>"$NOTES" <<'PY'
@@ -259,7 +290,7 @@ if want redis; then
             RPORT[$m]=$PORT
             mkdir -p "$TMP/redis.$m"
             PFX_FOR "$m" "$TMP/redis.$m.s.plog"
-            spawn "$TMP/redis.$m.s.out" "${SPIN[@]}" "${PFX[@]}" redis-server --port "${RPORT[$m]}" --bind 127.0.0.1 \
+            spawn "$TMP/redis.$m.s.out" "${SPIN[@]}" "${PFX[@]}" redis-server --port "${RPORT[$m]}" --bind "$SADDR" \
                 --save "" --appendonly no --dir "$TMP/redis.$m" --daemonize no --protected-mode no
             if [ "$m" = preloaded ]; then wait_listen "${RPORT[$m]}" pm; else wait_listen "${RPORT[$m]}"; fi
         done
@@ -267,7 +298,7 @@ if want redis; then
             for m in $(order "$r"); do
                 log "redis-benchmark $m run $r/$REPEAT"
                 PFX_FOR "$m" "$TMP/redis.$m.c.plog"
-                timeout 300 "${CPIN[@]}" "${PFX[@]}" redis-benchmark -h 127.0.0.1 -p "${RPORT[$m]}" -t get,set -c 50 \
+                timeout 300 "${CPIN[@]}" "${PFX[@]}" redis-benchmark -h "$SADDR" -p "${RPORT[$m]}" -t get,set -c 50 \
                     -n 200000 --csv >"$TMP/redis.csv" 2>"$TMP/redis.err"
                 sed -n 's/^"\(SET\|GET\)","\([0-9.]*\)".*/\1 \2/p' "$TMP/redis.csv" |
                     while read -r t v; do
@@ -290,7 +321,7 @@ if want sockperf; then
             port
             SPORT[$m]=$PORT
             PFX_FOR "$m" "$TMP/sockperf.$m.s.plog"
-            spawn "$TMP/sockperf.$m.s.out" "${SPIN[@]}" "${PFX[@]}" sockperf server --tcp -i 127.0.0.1 -p "${SPORT[$m]}"
+            spawn "$TMP/sockperf.$m.s.out" "${SPIN[@]}" "${PFX[@]}" sockperf server --tcp -i "$SADDR" -p "${SPORT[$m]}"
             if [ "$m" = preloaded ]; then wait_listen "${SPORT[$m]}" pm; else wait_listen "${SPORT[$m]}"; fi
         done
         ST=$(((SECS + 1) / 2))
@@ -298,7 +329,7 @@ if want sockperf; then
             for m in $(order "$r"); do
                 log "sockperf ping-pong $m run $r/$REPEAT (${ST} s)"
                 PFX_FOR "$m" "$TMP/sockperf.$m.c.plog"
-                timeout $((ST + 30)) "${CPIN[@]}" "${PFX[@]}" sockperf ping-pong --tcp -i 127.0.0.1 -p "${SPORT[$m]}" \
+                timeout $((ST + 30)) "${CPIN[@]}" "${PFX[@]}" sockperf ping-pong --tcp -i "$SADDR" -p "${SPORT[$m]}" \
                     -m 64 -t "$ST" >"$TMP/sockperf.out" 2>&1
                 v=$(sed -n 's/.*percentile 50\.000 = *\([0-9.]*\).*/\1/p' "$TMP/sockperf.out" | head -1)
                 if [ -n "$v" ]; then

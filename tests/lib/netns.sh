@@ -10,11 +10,17 @@
 #   netns_down                           deletes both (idempotent; call it
 #                                        from an EXIT trap)
 #   netns_why                            after a failed netns_up: why
+#   netns_cc NAME                        makes NAME both namespaces' default
+#                                        TCP congestion control (every socket
+#                                        in them, SDP's too); a namespace may
+#                                        only default to one the host allows
+#                                        (net.ipv4.tcp_allowed_congestion_control),
+#                                        so NAME is allowed until netns_down
 #
 # Names carry the shell's PID, so parallel tests do not collide; each pair
 # has its own network stack, so the addresses may repeat.
 
-NS_A="" NS_B="" ADDR_A=10.77.0.1 ADDR_B=10.77.0.2 NETEM="" NETNS_ERR=""
+NETNS_ALLOWED="" NS_A="" NS_B="" ADDR_A=10.77.0.1 ADDR_B=10.77.0.2 NETEM="" NETNS_ERR=""
 
 netns_why() {
     echo "$NETNS_ERR"
@@ -83,6 +89,24 @@ netns_up() {
     return 1
 }
 
+netns_cc() {
+    local allowed ns
+    allowed=$(sysctl -n net.ipv4.tcp_allowed_congestion_control) || return 1
+    case " $allowed " in
+    *" $1 "*) ;;
+    *)
+        [ -z "$NETNS_ALLOWED" ] && NETNS_ALLOWED=$allowed
+        sysctl -qw net.ipv4.tcp_allowed_congestion_control="$allowed $1" 2>/dev/null
+        ;;
+    esac
+    for ns in "$NS_A" "$NS_B"; do
+        ip netns exec "$ns" sysctl -qw net.ipv4.tcp_congestion_control="$1" 2>/dev/null || {
+            NETNS_ERR="congestion control $1 is not available here ($(sysctl -n net.ipv4.tcp_available_congestion_control))"
+            return 1
+        }
+    done
+}
+
 in_a() {
     ip netns exec "$NS_A" "$@"
 }
@@ -101,4 +125,8 @@ netns_down() {
         ip netns del "$ns" 2>/dev/null
     done
     NS_A="" NS_B=""
+    if [ -n "$NETNS_ALLOWED" ]; then
+        sysctl -qw net.ipv4.tcp_allowed_congestion_control="$NETNS_ALLOWED"
+        NETNS_ALLOWED=""
+    fi
 }
