@@ -6,6 +6,8 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -167,12 +169,24 @@ static void emss_check(uw_qp *qp, size_t sent)
     qp->emss_left = qp->emss_every;
 }
 
+/* Where the kernel cuts the next write into segments (qp_tx.c, grid()):
+ * asked only when that write would begin off the grid, which at an
+ * Ethernet MTU is after a message's short last FPDU. */
+static void regrid(uw_qp *qp)
+{
+    int unsent;
+    if (!qp->tp && uw__rd_tx_offgrid(&qp->rd) && ioctl(qp->fd, SIOCOUTQNSD, &unsent) == 0 &&
+        unsent == 0)
+        uw__rd_tx_regrid(&qp->rd);
+}
+
 static int do_tx(uw_qp *qp)
 {
     int round;
     for (round = 0; round < 64; round++) {
         /* IOV_MAX: a marked 64 KiB FPDU alone needs some 260 iovecs. */
         struct iovec iov[UW__TX_IOV];
+        regrid(qp);
         int n = uw__qp_tx_iov(qp, iov, UW__TX_IOV);
         if (n <= 0)
             break;
@@ -193,8 +207,10 @@ static int do_tx(uw_qp *qp)
      * so that txf_count says so, or nothing would ask for EPOLLOUT and a
      * single-connection wait would sleep in recvmsg with requests unsent
      * (seen with markers, whose few slots make each round short). */
-    if (round == 64)
+    if (round == 64) {
+        regrid(qp);
         uw__qp_tx_pending(qp);
+    }
     /* Graceful close once everything queued has gone out. */
     if (qp->disconnect_req && qp->cm != UW__CM_CLOSING && !qp->rd.txf_count && !qp->rd.dead) {
         bool idle = !qp->rd.txf_count && qp->rd.sq_next >= qp->rd.sq_count &&
@@ -636,6 +652,7 @@ static int wait_in_recv(uw_ctx *c, int timeout_ms)
         return -1;
     }
     /* Data can unlock transmission (Read Responses, a Send after the RTR). */
+    regrid(q);
     if (uw__qp_tx_pending(q))
         uw__qp_doorbell(q);
     return 1;

@@ -103,9 +103,54 @@ static uint32_t next_msn(struct uw__rdmap *rd, uint8_t op)
     return rd->msn_tx[uw__optab[op].qn]++;
 }
 
+/* RFC 5044 5.1: FPDUs SHOULD begin where TCP segments do. The kernel cuts
+ * what it sends into segments of the EMSS from the first octet of a write
+ * that finds its send queue empty of unsent octets (TCP_NODELAY sent the
+ * last write's tail), and continues the grid of queued octets otherwise;
+ * tx_origin is where the current grid began, which the I/O layer reports
+ * (uw__rd_tx_regrid()). A full FPDU (2 + MULPDU + CRC) spans exactly one
+ * grid step, so full FPDUs keep to it until a message's short last FPDU
+ * leaves the next one off the grid. That one is then cut to end on the
+ * grid again: one small FPDU more per message. A remainder too small for
+ * an FPDU is covered by two of about half a step each. FPDU lengths are
+ * multiples of 4, and so is every distance from the origin, so the grid is
+ * reached exactly. Only at an Ethernet-like EMSS: with 64 KiB FPDUs, or
+ * markers in the stream, there is nothing to keep to. */
+static uint32_t grid(const struct uw__rdmap *rd)
+{
+    uint32_t g = ((2u + rd->mulpdu + 3u) & ~3u) + 4u;
+    return g > UW__TX_GROW_MULPDU || rd->txs ? 0 : g;
+}
+
+bool uw__rd_tx_offgrid(const struct uw__rdmap *rd)
+{
+    /* Messages that fit in one FPDU (ping-pong) are never cut: only a
+     * stream of segmented ones asks where the grid is. */
+    uint32_t g = grid(rd);
+    return g && rd->tx_seg && !rd->txf_count && (rd->tx_pos - rd->tx_origin) % g != 0;
+}
+
+void uw__rd_tx_regrid(struct uw__rdmap *rd)
+{
+    rd->tx_origin = rd->tx_pos;
+}
+
+/* Payload room of the next FPDU, kept to the grid. */
+#define UW__ALIGN_MIN 64u
 static uint32_t room(struct uw__rdmap *rd, uint32_t hlen)
 {
-    return rd->mulpdu > hlen ? rd->mulpdu - hlen : 1;
+    uint32_t max = rd->mulpdu > hlen ? rd->mulpdu - hlen : 1;
+    uint32_t g = grid(rd);
+    if (!g)
+        return max;
+    uint32_t phase = (rd->tx_pos - rd->tx_origin) % g;
+    if (!phase)
+        return max;
+    uint32_t w = g - phase;
+    if (w < UW__ALIGN_MIN)
+        w = ((w + g) / 2u) & ~3u;
+    uint32_t ul = w - 6u; /* 2 + ULPDU + CRC, with no pad as w is a multiple of 4 */
+    return ul > hlen && ul - hlen < max ? ul - hlen : max;
 }
 
 static void build_term(struct uw__rdmap *rd)
@@ -152,6 +197,7 @@ static void build_read_resp(struct uw__rdmap *rd)
     if (chunk > room(rd, hlen))
         chunk = room(rd, hlen);
     bool last = e->off + chunk == e->rr.size;
+    rd->tx_seg = !last || e->off;
     put_hdr(rd, f->hdr, UW__OP_READ_RESP, last, e->rr.sink_stag, e->rr.sink_to + e->off, 0);
     struct iovec pay = {.iov_base = chunk ? e->src + e->off : NULL, .iov_len = chunk};
     e->off += chunk;
@@ -255,6 +301,7 @@ static bool build_sq(struct uw__rdmap *rd)
         if (chunk > room(rd, (uint32_t)hlen))
             chunk = room(rd, (uint32_t)hlen);
         last = q->off + chunk == q->len;
+        rd->tx_seg = !last || q->off;
         if (o->tagged)
             put_hdr(rd, f->hdr, op, last, q->wr.rkey, q->wr.remote_addr + q->off, 0);
         else

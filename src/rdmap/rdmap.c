@@ -166,6 +166,7 @@ int uw__rd_start(struct uw__rdmap *rd, const uw_mpa_params *mpa, bool initiator,
     rd->mulpdu = mulpdu;
     rd->mulpdu_max = mpa->markers_tx ? mulpdu_max : UW_MPA_MULPDU_MAX;
     rd->tx_pos = tx_pos;
+    rd->tx_origin = tx_pos;
     rd->rx.pos = rx_pos;
     rd->rtr_pending_tx = initiator && mpa->p2p;
     rd->rtr_pending_rx = !initiator && mpa->p2p;

@@ -195,6 +195,8 @@ struct uw__rdmap {
     /* Transmit (qp_tx.c). */
     unsigned flags_tx; /* UW_MPA_CRC | UW_MPA_MARKERS */
     uint32_t mulpdu;
+    uint32_t tx_origin;  /* where the kernel's current segment grid began (qp_tx.c) */
+    bool tx_seg;         /* the last message built took more than one FPDU */
     uint32_t mulpdu_max; /* with markers, what the transmit slots hold */
     uint32_t tx_pos;     /* stream position of the next FPDU built */
     uint32_t msn_tx[3];  /* next MSN per queue */
@@ -264,6 +266,12 @@ int uw__rd_tx_iov(struct uw__rdmap *rd, struct iovec *iov, int cap);
 /* n octets of what uw__rd_tx_iov() offered were written. */
 void uw__rd_tx_advance(struct uw__rdmap *rd, size_t n);
 bool uw__rd_tx_pending(struct uw__rdmap *rd);
+/* FPDU alignment (qp_tx.c): whether nothing is built and the next FPDU
+ * would start off the segment grid, and, when the I/O layer has found the
+ * kernel's send queue empty of unsent octets, that its next write starts
+ * a new grid. */
+bool uw__rd_tx_offgrid(const struct uw__rdmap *rd);
+void uw__rd_tx_regrid(struct uw__rdmap *rd);
 /* Queues a Terminate for fault err (found in the segment with header h, or
  * NULL) ahead of everything not yet built; dead afterwards. */
 void uw__rd_terminate(struct uw__rdmap *rd, int err, const uw__ddp_hdr *h,

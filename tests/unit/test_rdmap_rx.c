@@ -2178,13 +2178,61 @@ static void test_tx_iov_joined(void **st)
     }
     struct iovec iov[64];
     int k = uw__qp_tx_iov(e.qp, iov, 64);
-    assert_int_equal(k, 1 + 2 * 9); /* 3 Writes of 3 FPDUs */
+    /* 3 Writes of 4,000 octets: 1,434 + 1,434 + 1,132, then, each time, one
+     * FPDU cut to end on the segment grid (RFC 5044 5.1; a full FPDU, 1,456
+     * octets, is one step): 3, 4 and 4 FPDUs. */
+    assert_int_equal(k, 1 + 2 * 11);
     assert_int_equal(iov[0].iov_len, 2 + UW__DDP_TAGGED_HLEN);
     /* pad and CRC, then the next length and header */
     assert_int_equal(iov[2].iov_len, uw__mpa_pad(1448) + 4 + 2 + UW__DDP_TAGGED_HLEN);
-    assert_int_equal(iov[k - 1].iov_len, 4 + uw__mpa_pad(UW__DDP_TAGGED_HLEN + 4000 - 2 * 1434));
     /* The octets are still whole FPDUs, taken a random part at a time. */
-    assert_int_equal(drain_tx(&e), 9);
+    assert_int_equal(drain_tx(&e), 11);
+    /* Every FPDU starts on the grid but the one after a message's short
+     * last FPDU, which ends on it. */
+    const uint32_t step = 2 + 1448 + 2 + 4; /* length, ULPDU, pad, CRC */
+    uint32_t at = 0;
+    bool after_short = false;
+    for (size_t i = 0; i < 11; i++) {
+        size_t n;
+        (void)txul(&e, i, &n);
+        uint32_t wire = 2 + (uint32_t)n + uw__mpa_pad((uint32_t)n) + 4;
+        if (!after_short)
+            assert_int_equal(at % step, 0);
+        else
+            assert_int_equal((at + wire) % step, 0);
+        after_short = wire != step && at % step == 0;
+        at += wire;
+    }
+    env_fini(&e);
+}
+
+/* The I/O layer reports a write that finds the kernel's send queue empty:
+ * the kernel cuts segments from there, so the next FPDU is full-sized. */
+static void test_tx_regrid(void **st)
+{
+    (void)st;
+    tu_rng rng;
+    tu_rng_init(&rng, tu_seed(0x5EED0011));
+    opts o = opts_default(); /* MULPDU 1448 */
+    env e;
+    env_init(&e, &o, &rng);
+    uw_sge sg = {addr_of(&e, MR_L, 0), 2000, stag_of(&e, MR_L)};
+    uw_send_wr w = {.opcode = UW_WR_RDMA_WRITE,
+                    .sg_list = &sg,
+                    .num_sge = 1,
+                    .remote_addr = 0x1000,
+                    .rkey = 0x1234};
+    assert_false(uw__rd_tx_offgrid(&e.qp->rd)); /* nothing sent yet */
+    post_send(&e, &w);
+    assert_int_equal(drain_tx(&e), 2); /* 1,434 + 566 */
+    assert_true(uw__rd_tx_offgrid(&e.qp->rd));
+    uw__rd_tx_regrid(&e.qp->rd);
+    assert_false(uw__rd_tx_offgrid(&e.qp->rd));
+    post_send(&e, &w);
+    assert_int_equal(drain_tx(&e), 2); /* 1,434 + 566 again, not cut */
+    size_t n;
+    (void)txul(&e, 2, &n);
+    assert_int_equal(n, UW__DDP_TAGGED_HLEN + 1434);
     env_fini(&e);
 }
 
@@ -2206,6 +2254,7 @@ int main(void)
         cmocka_unit_test(test_ird),
         cmocka_unit_test(test_tx_segmentation),
         cmocka_unit_test(test_tx_iov_joined),
+        cmocka_unit_test(test_tx_regrid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
