@@ -159,10 +159,53 @@ static void test_terminates_are_news(void **st)
     core_fini(&c);
 }
 
+#define BIG (512u * 1024u)
+
+/* Two cores with MULPDU mulpdu and one RDMA Write of BIG octets from src to
+ * dst queued on tx; big_end() takes them down. */
+typedef struct big {
+    core tx, rx;
+    uw_mr smr, dmr;
+} big;
+
+static void big_start(big *b, uint8_t *src, uint8_t *dst, uint32_t mulpdu)
+{
+    core_init_mulpdu(&b->tx, true, false, 0, mulpdu);
+    core_init_mulpdu(&b->rx, false, false, 0, mulpdu);
+    b->smr =
+        (uw_mr){.pd = PD, .addr = src, .len = BIG, .access = UW_ACCESS_LOCAL_WRITE, .valid = true};
+    b->dmr = (uw_mr){.pd = PD,
+                     .addr = dst,
+                     .len = BIG,
+                     .access = UW_ACCESS_LOCAL_WRITE | UW_ACCESS_REMOTE_WRITE,
+                     .valid = true};
+    assert_int_equal(uw__mrt_add(&b->tx.mrt, &b->tx.a, &b->smr), 0);
+    assert_int_equal(uw__mrt_add(&b->rx.mrt, &b->rx.a, &b->dmr), 0);
+    struct uw__swqe *q = &b->tx.rd.sq[0];
+    memset(q, 0, sizeof(*q));
+    q->wr = (uw_send_wr){.wr_id = 1,
+                         .opcode = UW_WR_RDMA_WRITE,
+                         .num_sge = 1,
+                         .remote_addr = (uint64_t)(uintptr_t)dst,
+                         .rkey = b->dmr.stag};
+    q->sge[0] = (uw_sge){(uint64_t)(uintptr_t)src, BIG, b->smr.stag};
+    q->len = BIG;
+    q->signaled = true;
+    q->state = UW__WQE_QUEUED;
+    b->tx.rd.sq_count = 1;
+}
+
+static void big_end(big *b)
+{
+    uw__mrt_remove(&b->tx.mrt, &b->smr);
+    uw__mrt_remove(&b->rx.mrt, &b->dmr);
+    core_fini(&b->tx);
+    core_fini(&b->rx);
+}
+
 /* A stream of small FPDUs (an Ethernet MTU's) grows the transmit ring up to
  * UW__TX_FRAMES_MAX frames per gather, and the receiver's stage up to
  * UW__RX_STAGE_MAX, while every octet still lands where it belongs. */
-#define BIG (512u * 1024u)
 static void test_small_fpdus_grow_ring_and_stage(void **st)
 {
     (void)st;
@@ -170,36 +213,15 @@ static void test_small_fpdus_grow_ring_and_stage(void **st)
     for (uint32_t i = 0; i < BIG; i++)
         src[i] = (uint8_t)(i * 131 + (i >> 9));
     memset(dst, 0, sizeof(dst));
-    core tx, rx;
-    core_init(&tx, true, false, 0);
-    core_init(&rx, false, false, 0);
-    uw_mr smr = {.pd = PD, .addr = src, .len = BIG, .access = UW_ACCESS_LOCAL_WRITE, .valid = true};
-    uw_mr dmr = {.pd = PD,
-                 .addr = dst,
-                 .len = BIG,
-                 .access = UW_ACCESS_LOCAL_WRITE | UW_ACCESS_REMOTE_WRITE,
-                 .valid = true};
-    assert_int_equal(uw__mrt_add(&tx.mrt, &tx.a, &smr), 0);
-    assert_int_equal(uw__mrt_add(&rx.mrt, &rx.a, &dmr), 0);
-    struct uw__swqe *q = &tx.rd.sq[0];
-    memset(q, 0, sizeof(*q));
-    q->wr = (uw_send_wr){.wr_id = 1,
-                         .opcode = UW_WR_RDMA_WRITE,
-                         .num_sge = 1,
-                         .remote_addr = (uint64_t)(uintptr_t)dst,
-                         .rkey = dmr.stag};
-    q->sge[0] = (uw_sge){(uint64_t)(uintptr_t)src, BIG, smr.stag};
-    q->len = BIG;
-    q->signaled = true;
-    q->state = UW__WQE_QUEUED;
-    tx.rd.sq_count = 1;
-    assert_int_equal(tx.rd.txf_cap, UW__TX_FRAMES);
-    assert_int_equal(rx.rd.rx.stage_cap, UW__RX_STAGE);
+    big b;
+    big_start(&b, src, dst, 1024);
+    assert_int_equal(b.tx.rd.txf_cap, UW__TX_FRAMES);
+    assert_int_equal(b.rx.rd.rx.stage_cap, UW__RX_STAGE);
     uint32_t most = 0, rounds = 0;
     static uint8_t wire[(UW__TX_FRAMES_MAX + 2) * (1024 + 64)];
     for (;;) {
         struct iovec iov[UW__TX_IOV];
-        int n = uw__rd_tx_iov(&tx.rd, iov, UW__TX_IOV);
+        int n = uw__rd_tx_iov(&b.tx.rd, iov, UW__TX_IOV);
         if (n <= 0)
             break;
         size_t len = 0;
@@ -208,13 +230,13 @@ static void test_small_fpdus_grow_ring_and_stage(void **st)
             memcpy(wire + len, iov[i].iov_base, iov[i].iov_len);
             len += iov[i].iov_len;
         }
-        if (tx.rd.txf_count > most)
-            most = tx.rd.txf_count;
-        uw__rd_tx_advance(&tx.rd, len);
+        if (b.tx.rd.txf_count > most)
+            most = b.tx.rd.txf_count;
+        uw__rd_tx_advance(&b.tx.rd, len);
         /* The receiver reads it as a socket would: a stage-full at a time. */
         for (size_t off = 0; off < len;) {
             struct iovec r[UW__RX_PLAN];
-            int k = uw__rd_rx_iov(&rx.rd, r, UW__RX_PLAN);
+            int k = uw__rd_rx_iov(&b.rx.rd, r, UW__RX_PLAN);
             assert_true(k > 0);
             size_t got = 0;
             for (int i = 0; i < k && off < len; i++) {
@@ -225,23 +247,20 @@ static void test_small_fpdus_grow_ring_and_stage(void **st)
                 if (c < r[i].iov_len)
                     break;
             }
-            assert_int_equal(uw__rd_rx_advance(&rx.rd, got), 0);
+            assert_int_equal(uw__rd_rx_advance(&b.rx.rd, got), 0);
         }
         rounds++;
     }
-    assert_int_equal(tx.rd.sq_count, 0); /* completed: every FPDU went */
-    assert_int_equal(tx.scq.count, 1);
-    assert_int_equal(tx.swc[0].status, UW_WC_SUCCESS);
-    assert_int_equal(tx.rd.txf_cap, UW__TX_FRAMES_MAX);
+    assert_int_equal(b.tx.rd.sq_count, 0); /* completed: every FPDU went */
+    assert_int_equal(b.tx.scq.count, 1);
+    assert_int_equal(b.tx.swc[0].status, UW_WC_SUCCESS);
+    assert_int_equal(b.tx.rd.txf_cap, UW__TX_FRAMES_MAX);
     assert_int_equal(most, UW__TX_FRAMES_MAX);
     assert_true(rounds < BIG / 1024 / UW__TX_FRAMES);
-    assert_int_equal(rx.rd.rx.stage_cap, UW__RX_STAGE_MAX);
+    assert_int_equal(b.rx.rd.rx.stage_cap, UW__RX_STAGE_MAX);
     assert_memory_equal(dst, src, BIG);
-    assert_false(rx.rd.dead);
-    uw__mrt_remove(&tx.mrt, &smr);
-    uw__mrt_remove(&rx.mrt, &dmr);
-    core_fini(&tx);
-    core_fini(&rx);
+    assert_false(b.rx.rd.dead);
+    big_end(&b);
 }
 
 /* At MTU 9000 (an 8,948-octet FPDU) the receiver reads many FPDUs per call
@@ -255,35 +274,14 @@ static void test_jumbo_fpdus_are_staged(void **st)
         src[i] = (uint8_t)(i * 7 + (i >> 11));
     memset(dst, 0, sizeof(dst));
     const uint32_t mulpdu = 8948 - 6; /* EMSS 8,948 less length and CRC */
-    core tx, rx;
-    core_init_mulpdu(&tx, true, false, 0, mulpdu);
-    core_init_mulpdu(&rx, false, false, 0, mulpdu);
-    uw_mr smr = {.pd = PD, .addr = src, .len = BIG, .access = UW_ACCESS_LOCAL_WRITE, .valid = true};
-    uw_mr dmr = {.pd = PD,
-                 .addr = dst,
-                 .len = BIG,
-                 .access = UW_ACCESS_LOCAL_WRITE | UW_ACCESS_REMOTE_WRITE,
-                 .valid = true};
-    assert_int_equal(uw__mrt_add(&tx.mrt, &tx.a, &smr), 0);
-    assert_int_equal(uw__mrt_add(&rx.mrt, &rx.a, &dmr), 0);
-    struct uw__swqe *q = &tx.rd.sq[0];
-    memset(q, 0, sizeof(*q));
-    q->wr = (uw_send_wr){.wr_id = 1,
-                         .opcode = UW_WR_RDMA_WRITE,
-                         .num_sge = 1,
-                         .remote_addr = (uint64_t)(uintptr_t)dst,
-                         .rkey = dmr.stag};
-    q->sge[0] = (uw_sge){(uint64_t)(uintptr_t)src, BIG, smr.stag};
-    q->len = BIG;
-    q->signaled = true;
-    q->state = UW__WQE_QUEUED;
-    tx.rd.sq_count = 1;
+    big b;
+    big_start(&b, src, dst, mulpdu);
     /* The whole stream first, as a socket buffer would hold it. */
     static uint8_t wire[BIG + BIG / 16];
     size_t len = 0;
     for (;;) {
         struct iovec iov[UW__TX_IOV];
-        int n = uw__rd_tx_iov(&tx.rd, iov, UW__TX_IOV);
+        int n = uw__rd_tx_iov(&b.tx.rd, iov, UW__TX_IOV);
         if (n <= 0)
             break;
         size_t got = 0;
@@ -293,29 +291,26 @@ static void test_jumbo_fpdus_are_staged(void **st)
             len += iov[i].iov_len;
             got += iov[i].iov_len;
         }
-        uw__rd_tx_advance(&tx.rd, got);
+        uw__rd_tx_advance(&b.tx.rd, got);
     }
-    assert_int_equal(tx.rd.sq_count, 0);
+    assert_int_equal(b.tx.rd.sq_count, 0);
     uint32_t fpdus = (BIG + mulpdu - UW__DDP_TAGGED_HLEN - 1) / (mulpdu - UW__DDP_TAGGED_HLEN);
     uint32_t reads = 0;
     for (size_t off = 0; off < len;) {
         struct iovec r[UW__RX_PLAN];
-        int k = uw__rd_rx_iov(&rx.rd, r, UW__RX_PLAN);
+        int k = uw__rd_rx_iov(&b.rx.rd, r, UW__RX_PLAN);
         assert_int_equal(k, 1); /* one staging read, never a direct plan */
         size_t c = r[0].iov_len < len - off ? r[0].iov_len : len - off;
         memcpy(r[0].iov_base, wire + off, c);
         off += c;
         reads++;
-        assert_int_equal(uw__rd_rx_advance(&rx.rd, c), 0);
+        assert_int_equal(uw__rd_rx_advance(&b.rx.rd, c), 0);
     }
     assert_true(reads < fpdus / 4);
-    assert_int_equal(rx.rd.rx.stage_cap, UW__RX_STAGE_MAX);
+    assert_int_equal(b.rx.rd.rx.stage_cap, UW__RX_STAGE_MAX);
     assert_memory_equal(dst, src, BIG);
-    assert_false(rx.rd.dead);
-    uw__mrt_remove(&tx.mrt, &smr);
-    uw__mrt_remove(&rx.mrt, &dmr);
-    core_fini(&tx);
-    core_fini(&rx);
+    assert_false(b.rx.rd.dead);
+    big_end(&b);
 }
 
 int main(void)
