@@ -75,6 +75,7 @@ void uw__sdp_conn_destroy(uw_sdp_conn *c)
         return;
     for (uint32_t i = 0; i < RX_CAP; i++)
         c->a.free(c->a.ud, c->rx[i].mem);
+    c->a.free(c->a.ud, c->zs_mem);
     uw__sdp_tx_free(c);
     c->a.free(c->a.ud, c);
 }
@@ -140,6 +141,8 @@ static void begin_abort(uw_sdp_conn *c)
     c->tf_n = 0;
     c->chr_pending = c->chra_due = c->sendsm_due = c->sinkcancelack_due = false;
     c->sendsm_extra = 0;
+    c->rrc_due = false;
+    uw__sdp_zs_abort(c);
     if (c->disconn_sent && !c->llp_gone && !c->abortconn_sent && c->state == UW_SDP_S_OPEN)
         c->abort_pending = true;
     else if (!c->llp_gone)
@@ -216,7 +219,7 @@ void uw__sdp_conn_llp_closed(uw_sdp_conn *c, int err)
 uint32_t uw__sdp_conn_max_ids(const uw_sdp_conn *c)
 {
     (void)c;
-    return RX_CAP + TX_CAP + CTL_CAP;
+    return ZS_ID + 1;
 }
 
 int uw__sdp_conn_next_post(uw_sdp_conn *c, uw_sdp_post *out)
@@ -400,7 +403,7 @@ static int on_helloack(uw_sdp_conn *c, const uw_sdp_msg *m)
 
 /* ---- Receiving messages ------------------------------------------------------- */
 
-static int violate(uw_sdp_conn *c, const char *why)
+int uw__sdp_violate(uw_sdp_conn *c, const char *why)
 {
     uw__sdp_fail(c, UW_EPROTO, why);
     return UW_EPROTO;
@@ -416,14 +419,14 @@ static int check_peer_credit(uw_sdp_conn *c, const uw_sdp_msg *m, bool payload)
     const hist_ent *h = &c->hist[k % HIST];
     int64_t credit = (int64_t)h->bufs - (int64_t)uw__sdp_seq_diff(m->bsdh.mseq - 1, h->mseqack);
     if (credit < 1)
-        return violate(c, "10.5: message sent without a send credit (credit overrun)");
+        return uw__sdp_violate(c, "10.5: message sent without a send credit (credit overrun)");
     if (credit <= 2 && payload)
-        return violate(c, "10.5: ULP payload sent with two or fewer credits left");
+        return uw__sdp_violate(c, "10.5: ULP payload sent with two or fewer credits left");
     return 0;
 }
 
 /* Data payload goes to the read queue; the buffer stays the reader's. */
-static void queue_payload(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
+void uw__sdp_queue_payload(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
 {
     c->rcv_nxt += m->payload_len;
     c->st.received += m->payload_len;
@@ -473,52 +476,18 @@ static int account_srcavail(uw_sdp_conn *c, const uw_sdp_msg *m)
     while (n && c->sa_n) {
         srcavail *s = &c->sa[c->sa_head % 64];
         if (!s->sendsm_sent || uw__sdp_seq_diff(m->bsdh.mseqack, s->sendsm_mseq) < 0)
-            return violate(c, "11.2/11.3: ULP payload sent while a SrcAvail is outstanding");
+            return uw__sdp_violate(c,
+                                   "11.2/11.3: ULP payload sent while a SrcAvail is outstanding");
         uint32_t k = n < s->remaining ? n : s->remaining;
         s->remaining -= k;
         n -= k;
         if (!s->remaining) {
             c->sa_head++;
             c->sa_n--;
-            if (c->sa_n)
+            if (c->sa_n && !c->cfg.zcopy_sink)
                 c->sendsm_due = true; /* the next one is answered now */
         } else
             break;
-    }
-    return 0;
-}
-
-static int on_srcavail(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
-{
-    c->st.srcavail_received++;
-    /* Figure 25: SrcAvail is accepted in Combined (one at a time) and
-     * Pipelined receive modes; Combined needs payload, Pipelined forbids it. */
-    if (c->rx_mode == UW_SDP_BUFF_MODE)
-        return violate(c, "11.1/Figure 25: SrcAvail received in Buffered Mode");
-    if (c->rx_mode == UW_SDP_COMB_MODE && (c->sa_n || !m->payload_len))
-        return violate(c, "11.2: Combined Mode allows one SrcAvail, with ULP payload");
-    if (c->rx_mode == UW_SDP_PIPE_MODE && m->payload_len)
-        return violate(c, "11.3: SrcAvail with ULP payload in Pipelined Mode");
-    if (c->sa_n >= c->cfg.max_adverts || c->sa_n >= 64)
-        return violate(c, "6.2.1.3: more SrcAvail advertisements than MaxAdverts");
-    if (m->payload_len > m->u.avail.len)
-        return violate(c, "6.3.2: SrcAvail payload longer than the advertised buffer");
-    srcavail *s = &c->sa[(c->sa_head + c->sa_n) % 64];
-    s->remaining = m->u.avail.len - m->payload_len;
-    s->sendsm_sent = false;
-    c->sa_n++;
-    if (m->payload_len)
-        queue_payload(c, id, m);
-    else
-        uw__sdp_rx_release(c, id);
-    /* This core carries out no Read Zcopy: 9.5.2.1 forces Bcopy, one SendSm
-     * per SrcAvail, oldest first. */
-    if (c->sa_n == 1)
-        c->sendsm_due = true;
-    if (!s->remaining) { /* nothing left to move: Processed by the payload alone */
-        c->sa_n--;
-        c->sa_head++;
-        c->sendsm_due = c->sa_n > 0;
     }
     return 0;
 }
@@ -528,7 +497,8 @@ static int on_sinkavail(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
     c->st.sinkavail_received++;
     /* Figure 25: only a Pipelined send half-connection accepts SinkAvail. */
     if (c->tx_mode != UW_SDP_PIPE_MODE)
-        return violate(c, "Figure 25: SinkAvail received while our send half is not Pipelined");
+        return uw__sdp_violate(
+            c, "Figure 25: SinkAvail received while our send half is not Pipelined");
     /* 9.5.1 step 4, then 9.5.2.2: a current advertisement is left unused
      * (Bcopy forced); our next payload message completes it at the sink. */
     if (m->u.avail.non_discards != c->pnd)
@@ -536,7 +506,7 @@ static int on_sinkavail(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
     else
         c->sinkavail_ignored++;
     if (m->payload_len) /* a Transaction's request data (9.4) */
-        queue_payload(c, id, m);
+        uw__sdp_queue_payload(c, id, m);
     else
         uw__sdp_rx_release(c, id);
     return 0;
@@ -549,7 +519,8 @@ static int on_modechange(uw_sdp_conn *c, const uw_sdp_msg *m)
         /* Our send half: the peer (Data Sink) is Mode Master only in
          * Buffered Mode, and may only move it to Combined (12.2). */
         if (c->tx_mode != UW_SDP_BUFF_MODE || to != UW_SDP_COMB_MODE)
-            return violate(c, "12/Figure 27: ModeChange for our send half from the Mode Slave");
+            return uw__sdp_violate(
+                c, "12/Figure 27: ModeChange for our send half from the Mode Slave");
         c->tx_mode = to;
         return 0;
     }
@@ -559,9 +530,9 @@ static int on_modechange(uw_sdp_conn *c, const uw_sdp_msg *m)
     bool ok = (from == UW_SDP_COMB_MODE && (to == UW_SDP_BUFF_MODE || to == UW_SDP_PIPE_MODE)) ||
               (from == UW_SDP_PIPE_MODE && to == UW_SDP_COMB_MODE);
     if (!ok)
-        return violate(c, "12/Figure 26: ModeChange to the current or an unreachable Mode");
+        return uw__sdp_violate(c, "12/Figure 26: ModeChange to the current or an unreachable Mode");
     if (from == UW_SDP_COMB_MODE && to == UW_SDP_BUFF_MODE && c->sa_n)
-        return violate(c, "12.1: ModeChange to Buffered before the SrcAvail was Processed");
+        return uw__sdp_violate(c, "12.1: ModeChange to Buffered before the SrcAvail was Processed");
     c->rx_mode = to;
     return 0;
 }
@@ -577,7 +548,7 @@ static int on_chrcvbuf(uw_sdp_conn *c, const uw_sdp_msg *m)
         c->chr_resend = true;
     }
     if (c->chra_due)
-        return violate(c, "10.6: a second ChRcvBuf before our ChRcvBufAck");
+        return uw__sdp_violate(c, "10.6: a second ChRcvBuf before our ChRcvBufAck");
     uint32_t want = m->u.value, old = c->rcv_size, now = old;
     if (want > old) /* an increase: grow or stay */
         now = uw__sdp_min32(want, c->cfg.rcv_size_max);
@@ -599,16 +570,17 @@ static int on_chrcvbufack(uw_sdp_conn *c, const uw_sdp_msg *m)
 {
     c->st.chrcvbufack_received++;
     if (!c->chr_outstanding)
-        return violate(c, "10.6: ChRcvBufAck without a ChRcvBuf");
+        return uw__sdp_violate(c, "10.6: ChRcvBufAck without a ChRcvBuf");
     c->chr_outstanding = false;
     uint32_t act = m->u.value;
     if (act < UW_SDP_MIN_BUF || act > UW_SDP_MAX_ADVERT_LEN)
-        return violate(c, "10.6: ChRcvBufAck size out of range");
+        return uw__sdp_violate(c, "10.6: ChRcvBufAck size out of range");
     bool grow = c->chr_size > c->chr_prev;
     if (grow ? act < c->chr_prev : act > c->chr_prev)
-        return violate(c, "10.6: ChRcvBufAck changed the size against the request's direction");
+        return uw__sdp_violate(
+            c, "10.6: ChRcvBufAck changed the size against the request's direction");
     if (!grow && act < c->chr_size) /* we already fill messages of chr_size */
-        return violate(c, "10.6: ChRcvBufAck decreased below the size requested");
+        return uw__sdp_violate(c, "10.6: ChRcvBufAck decreased below the size requested");
     if (act == c->chr_prev) {
         if (grow)
             c->chr_no_grow = true;
@@ -624,7 +596,7 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
 {
     bool payload = m->payload_len > 0;
     if (payload && (c->rcv_eof || c->abort_rcvd))
-        return violate(c, "8.2.1: ULP payload after DisConn");
+        return uw__sdp_violate(c, "8.2.1: ULP payload after DisConn");
     if (payload && m->bsdh.mid != UW_SDP_SRCAVAIL && c->sa_n) {
         int rc = account_srcavail(c, m);
         if (rc < 0)
@@ -650,12 +622,12 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
             return 0;
         }
         c->st.data_msgs_received++;
-        queue_payload(c, id, m);
+        uw__sdp_queue_payload(c, id, m);
         if (m->bsdh.flags & UW_SDP_OOB_PRES)
             urgent_arrived(c, m);
         return 0;
     case UW_SDP_SRCAVAIL:
-        return on_srcavail(c, id, m);
+        return uw__sdp_on_srcavail(c, id, m);
     case UW_SDP_SINKAVAIL:
         return on_sinkavail(c, id, m);
     default:
@@ -665,7 +637,7 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
     switch (m->bsdh.mid) {
     case UW_SDP_DISCONN:
         if (c->rcv_eof)
-            return violate(c, "8.2.1: a second DisConn");
+            return uw__sdp_violate(c, "8.2.1: a second DisConn");
         c->rcv_eof = true;
         /* 8.2.1 remote step 1: our SinkAvails are canceled (we send none). */
         uw__sdp_check_closed(c);
@@ -678,21 +650,26 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
         c->llp = UW_SDP_LLP_ABORT;
         return 0;
     case UW_SDP_SENDSM:
+        return uw__sdp_on_sendsm(c);
     case UW_SDP_RDMARDCOMPL:
-        return violate(c, "9.2/9.5.2.1: SendSm or RdmaRdCompl without a SrcAvail of ours");
+        return uw__sdp_on_rdmardcompl(c, m);
     case UW_SDP_RDMAWRCOMPL:
-        return violate(c, "9.3: RdmaWrCompl without a SinkAvail of ours");
+        return uw__sdp_violate(c, "9.3: RdmaWrCompl without a SinkAvail of ours");
     case UW_SDP_SINKCANCELACK:
-        return violate(c, "9.5.5: SinkCancelAck without a SinkAvailCancel of ours");
+        return uw__sdp_violate(c, "9.5.5: SinkCancelAck without a SinkAvailCancel of ours");
     case UW_SDP_MODECHANGE:
         return on_modechange(c, m);
     case UW_SDP_SRCAVAILCANCEL: {
         /* 9.5.4: Unprocessed SrcAvails (no SendSm yet) are discarded; if any
          * was, exactly one SendSm completes the cancel. */
         uint32_t keep = 0;
-        for (uint32_t i = 0; i < c->sa_n; i++)
-            if (c->sa[(c->sa_head + i) % 64].sendsm_sent)
+        for (uint32_t i = 0; i < c->sa_n; i++) {
+            const srcavail *sa = &c->sa[(c->sa_head + i) % 64];
+            /* In-Process ones (a Read of ours began) are kept: 9.5.4's
+             * SHOULD; their RdmaRdCompls Process them. */
+            if (sa->sendsm_sent || sa->started)
                 keep = i + 1;
+        }
         if (keep < c->sa_n) {
             c->sa_n = keep;
             c->sendsm_due = false;
@@ -713,13 +690,23 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
         return on_chrcvbufack(c, m);
     case UW_SDP_SUSPCOMM:
     case UW_SDP_SUSPCOMMACK:
-        return violate(c, "13: socket duplication (SuspComm) is not supported by this peer");
+        return uw__sdp_violate(c,
+                               "13: socket duplication (SuspComm) is not supported by this peer");
     case UW_SDP_HELLO:
     case UW_SDP_HELLOACK:
-        return violate(c, "8.1.1: Hello or HelloAck after setup");
+        return uw__sdp_violate(c, "8.1.1: Hello or HelloAck after setup");
     default: /* experimental MIDs: flow-control fields only */
         return 0;
     }
+}
+
+int uw__sdp_conn_on_recv_inv(uw_sdp_conn *c, uint32_t id, uint32_t len, uint32_t inv_stag)
+{
+    c->rx_inv = true;
+    c->rx_inv_stag = inv_stag;
+    int rc = uw__sdp_conn_on_recv(c, id, len);
+    c->rx_inv = false;
+    return rc;
 }
 
 int uw__sdp_conn_on_recv(uw_sdp_conn *c, uint32_t id, uint32_t len)
@@ -742,7 +729,7 @@ int uw__sdp_conn_on_recv(uw_sdp_conn *c, uint32_t id, uint32_t len)
         uw_sdp_msg lm;
         if (len <= b->size && uw__sdp_decode(b->mem, len, &lm) == 0 && !lm.payload_len)
             return 0;
-        return violate(c, "8.2.1: message after the close");
+        return uw__sdp_violate(c, "8.2.1: message after the close");
     }
     if (len > b->size) {
         uw__sdp_rx_release(c, id);
@@ -753,30 +740,31 @@ int uw__sdp_conn_on_recv(uw_sdp_conn *c, uint32_t id, uint32_t len)
     int rc = uw__sdp_decode(b->mem, len, &m);
     if (rc < 0) {
         uw__sdp_rx_release(c, id);
-        return violate(c, rc == UW_EMSGSIZE ? "6.1: message shorter than its headers"
-                                            : "6: malformed SDP message (Len, MID or flags)");
+        return uw__sdp_violate(c, rc == UW_EMSGSIZE
+                                      ? "6.1: message shorter than its headers"
+                                      : "6: malformed SDP message (Len, MID or flags)");
     }
     c->st.msgs_received++;
     if (c->state == UW_SDP_S_HELLO && !c->cfg.accepting) {
         uw__sdp_rx_release(c, id);
         if (m.bsdh.mid != UW_SDP_HELLOACK)
-            return violate(c, "8.1.1 step 2: the first message was not a HelloAck");
+            return uw__sdp_violate(c, "8.1.1 step 2: the first message was not a HelloAck");
         c->last_rcvd = 0;
         c->st.msgs_received--;
         return on_helloack(c, &m);
     }
     if (c->state != UW_SDP_S_OPEN) {
         uw__sdp_rx_release(c, id);
-        return violate(c, "8.1.1: message before setup completed");
+        return uw__sdp_violate(c, "8.1.1: message before setup completed");
     }
     /* 10.1: in MSeq order, no gaps; 6.1.6: no acknowledgement from the future. */
     if (m.bsdh.mseq != c->last_rcvd + 1) {
         uw__sdp_rx_release(c, id);
-        return violate(c, "6.1.5/10.1: MSeq out of order (a gap or a repeat)");
+        return uw__sdp_violate(c, "6.1.5/10.1: MSeq out of order (a gap or a repeat)");
     }
     if (uw__sdp_seq_diff(m.bsdh.mseqack, c->last_sent) > 0) {
         uw__sdp_rx_release(c, id);
-        return violate(c, "6.1.6: MSeqAck acknowledges a message we never sent");
+        return uw__sdp_violate(c, "6.1.6: MSeqAck acknowledges a message we never sent");
     }
     rc = check_peer_credit(c, &m, m.payload_len > 0);
     if (rc < 0) {
@@ -786,6 +774,11 @@ int uw__sdp_conn_on_recv(uw_sdp_conn *c, uint32_t id, uint32_t len)
     c->last_rcvd = m.bsdh.mseq;
     c->peer_bufs = m.bsdh.bufs;
     c->peer_ack = m.bsdh.mseqack;
+    if (c->rx_inv && m.bsdh.mid != UW_SDP_RDMARDCOMPL) {
+        uw__sdp_rx_release(c, id);
+        return uw__sdp_violate(c, "9.2 step 3: Send with Invalidate on a message other than "
+                                  "RdmaRdCompl");
+    }
     rc = dispatch(c, id, &m);
     if (rc < 0 && c->rx[id].state == RX_POSTED)
         uw__sdp_rx_release(c, id);

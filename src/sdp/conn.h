@@ -61,6 +61,10 @@ typedef struct uw_sdp_conn_cfg {
     uint16_t tx_slots_max; /*   0 or below the start value: no growth */
     uint16_t max_adverts;  /* MaxAdverts we offer; >= 1 */
     uint16_t ird, ord;     /* what the connection supports (the MPA-negotiated IRD/ORD) */
+    /* Data Sink: a SrcAvail waits for the driver to take it by Read Zcopy
+     * (uw__sdp_conn_zread) or to force Bcopy (uw__sdp_conn_force_bcopy).
+     * false: every SrcAvail is answered with SendSm at once (9.5.2.1). */
+    bool zcopy_sink;
     const uw_allocator *alloc;
 } uw_sdp_conn_cfg;
 
@@ -133,7 +137,9 @@ typedef struct uw_sdp_tx {
     uint32_t id; /* slot id, < uw__sdp_conn_max_ids(); give back with tx_done */
     const void *addr;
     uint32_t len;
-    bool solicited; /* section 14.2: Send with Solicited Event */
+    bool solicited;  /* section 14.2: Send with Solicited Event */
+    bool invalidate; /* 9.2 step 3: Send with (SE and) Invalidate of inv_stag */
+    uint32_t inv_stag;
 } uw_sdp_tx;
 
 /* Upper bound (exclusive) of the ids next_post and next_tx hand out, so the
@@ -151,6 +157,9 @@ int uw__sdp_conn_next_post(uw_sdp_conn *c, uw_sdp_post *out);
  * (llp_action says what to do) and records the error for SO_ERROR;
  * uw__sdp_conn_why() names the rule. */
 int uw__sdp_conn_on_recv(uw_sdp_conn *c, uint32_t id, uint32_t len);
+/* As on_recv, for a Send with Invalidate that invalidated our inv_stag
+ * (9.2 step 3: only a RdmaRdCompl may, naming the STag of our SrcAvail). */
+int uw__sdp_conn_on_recv_inv(uw_sdp_conn *c, uint32_t id, uint32_t len, uint32_t inv_stag);
 
 /* The next message to send: 1 with *out filled, 0 if none is due (no
  * credit, nothing queued, or Nagle holds a partial message). The slot's
@@ -268,6 +277,69 @@ int uw__sdp_conn_getopt(const uw_sdp_conn *c, int opt);
  * UW_SDP_MIN_BUF, or not OPEN). */
 int uw__sdp_conn_chrcvbuf(uw_sdp_conn *c, uint32_t size);
 
+/* ---- Read Zcopy (9.2) ------------------------------------------------------ *
+ *
+ * Data Source: the driver registers the application's buffer for remote
+ * Read (and remote invalidation) and hands it over with zsend; the core
+ * sends the SrcAvail (in Combined Mode with the buffer's first octets as
+ * payload, 11.2) after the data queued before it, and holds every later
+ * payload until the sink Processed the advertisement: RdmaRdCompls for all
+ * of it, or a SendSm, after which the core copies the rest into send slots
+ * (Bcopy). The buffer is the core's until zsend_poll reports the end; the
+ * driver then revokes the STag. send() is refused (UW_EAGAIN) meanwhile.
+ *
+ * Data Sink (cfg.zcopy_sink): a SrcAvail at the head of the stream makes
+ * zavail() nonzero; the driver either Reads part or all of it into the
+ * application's buffer (zread, then zread_done when the RDMA Read
+ * completed: the core queues the RdmaRdCompl, with Invalidate for the
+ * last one) or forces Bcopy (force_bcopy: SendSm). */
+
+typedef struct uw_sdp_zsrc {
+    const void *addr; /* the application's buffer; unchanged until the end */
+    uint32_t len;     /* 1 .. 2^31 */
+    uint32_t stag;    /* its registration: remote Read, remote invalidate */
+    uint64_t va;      /* the Tagged Offset of addr */
+} uw_sdp_zsrc;
+
+/* Octets of a SrcAvail's payload in Combined Mode (at most; never more
+ * than the peer's Private Buffer takes). */
+#define UW_SDP_SRCAVAIL_PAYLOAD 1024u
+
+/* Errors: as uw__sdp_conn_send (ENOTCONN, EPIPE, ECONNRESET), UW_EBUSY (a
+ * zero-copy send is in process), UW_EPERM (our send half is in Buffered
+ * Mode, or MSG_OOB/urgent state: use send), UW_EINVAL (len 0 or above
+ * 2^31, or shorter than one payload: Bcopy is the better choice). */
+int uw__sdp_conn_zsend(uw_sdp_conn *c, const uw_sdp_zsrc *z);
+/* 1: the zero-copy send ended and every octet was taken (*sent = len);
+ * 0: still in process (*sent = octets Processed so far); or the error
+ * that ended the connection (*sent = octets the peer is known to have:
+ * the payload plus what its RdmaRdCompls reported). After 1 or an error
+ * the core no longer refers to the buffer. UW_EINVAL when none was started. */
+int uw__sdp_conn_zsend_poll(uw_sdp_conn *c, uint64_t *sent);
+
+typedef struct uw_sdp_zread {
+    uint32_t stag; /* the peer's STag (SrcAH) */
+    uint64_t to;   /* its Tagged Offset for the first octet to read */
+    uint32_t len;
+} uw_sdp_zread;
+
+/* Octets at the read position that only an RDMA Read can take now (0 if
+ * none, a Read is in flight, or data comes first). */
+uint32_t uw__sdp_conn_zavail(const uw_sdp_conn *c);
+/* Takes len (1 .. zavail) of them: *rd says what to Read. One at a time.
+ * Errors: UW_EAGAIN (nothing to read), UW_EINVAL (len out of range). */
+int uw__sdp_conn_zread(uw_sdp_conn *c, uint32_t len, uw_sdp_zread *rd);
+/* The Read completed with n octets placed (n = rd.len), or failed (n < 0,
+ * the UW_E* cause). Success counts the octets as read by the application
+ * and queues the RdmaRdCompl. */
+void uw__sdp_conn_zread_done(uw_sdp_conn *c, int64_t n);
+/* The outcome of the last zread once zread_done came: the octets (> 0) or
+ * the error; UW_EAGAIN while the Read is in flight, 0 when none pending. */
+ssize_t uw__sdp_conn_zread_collect(uw_sdp_conn *c);
+/* 9.5.2.1: answer the SrcAvail at the read position with SendSm (its rest
+ * then comes by Bcopy). UW_EAGAIN when there is none to answer. */
+int uw__sdp_conn_force_bcopy(uw_sdp_conn *c);
+
 typedef struct uw_sdp_stats {
     uint64_t sent, received;                     /* ULP octets */
     uint64_t data_msgs_sent, data_msgs_received; /* Data messages with payload */
@@ -275,6 +347,13 @@ typedef struct uw_sdp_stats {
     uint64_t credit_updates_sent;                /* Data messages without payload */
     uint64_t pokes_sent;                         /* of which uw__sdp_conn_poke()'s */
     uint64_t sendsm_sent, srcavail_received, sinkavail_received;
+    uint64_t srcavail_sent, sinkavail_sent, sendsm_received;
+    uint64_t rdmardcompl_sent, rdmardcompl_received, rdmawrcompl_sent, rdmawrcompl_received;
+    uint64_t cancels_sent, cancels_received, mode_changes;
+    uint64_t rdma_read_bytes;  /* Data Sink: octets we took by RDMA Read */
+    uint64_t rdma_write_bytes; /* Data Source: octets we placed by RDMA Write */
+    uint64_t zcopy_sent;       /* Data Source: octets the peer took from our buffers */
+    uint64_t bcopy_sent;       /* ULP octets sent in messages (Data, SrcAvail payload) */
     uint64_t oob_sent, oob_received;
     uint64_t chrcvbuf_sent, chrcvbuf_received, chrcvbufack_sent, chrcvbufack_received;
     uint32_t rx_grown, tx_grown; /* autotuning doublings of each window */

@@ -190,11 +190,16 @@ unsigned uw__sdp_conn_poll(const uw_sdp_conn *c)
         avail--;
     if (avail >= c->rcvlowat || (avail && (c->rcv_eof || c->shut_rd)))
         m |= POLLIN;
+    /* Octets only a Read can take are readable too (recv() reads them),
+     * and so is the end of our Read. */
+    if (uw__sdp_conn_zavail(c) || (c->zr_busy && c->zr_doneflag))
+        m |= POLLIN;
     if (c->rcv_eof || c->shut_rd)
         m |= POLLIN | UW__POLLRDHUP;
     if (c->urg == URG_VALID && c->urg_off >= c->copied)
         m |= POLLPRI;
-    bool can_send = c->state == UW_SDP_S_OPEN && !c->shut_wr;
+    /* A zero-copy send owns the stream until it ends (conn_zcopy.c). */
+    bool can_send = c->state == UW_SDP_S_OPEN && !c->shut_wr && c->zs.state == ZS_NONE;
     if (can_send) {
         /* TCP's rule (sk_stream_is_writeable): writable once the free room
          * is half what is queued, so a woken writer has a third of the

@@ -41,10 +41,31 @@ typedef struct hist_ent {
 /* A SrcAvail we answered, or will answer, with SendSm (9.5.2.1): its data
  * then arrives by Bcopy. */
 typedef struct srcavail {
-    uint32_t remaining; /* octets still to come in Data messages */
+    uint32_t remaining; /* octets still to come (by Read, or Data after SendSm) */
     uint32_t sendsm_mseq;
     bool sendsm_sent;
+    bool reading;     /* an RDMA Read of ours is in flight for it */
+    bool started;     /* In-Process (9.5.4): a Read of ours began */
+    uint32_t stag;    /* SrcAH */
+    uint64_t next_to; /* Tagged Offset of the next octet a Read takes */
+    uint32_t rd_len;  /* length of the Read in flight */
 } srcavail;
+
+/* Our zero-copy send (9.2, Data Source side). */
+enum zs_state { ZS_NONE = 0, ZS_QUEUED, ZS_SENT, ZS_BCOPY, ZS_DONE };
+typedef struct zsrc {
+    const uint8_t *addr;
+    uint32_t len, stag;
+    uint64_t va;
+    uint32_t pay;     /* octets carried by the SrcAvail itself */
+    uint32_t acked;   /* octets the sink's RdmaRdCompls reported */
+    uint32_t copied;  /* after a SendSm: octets of the rest copied into slots */
+    uint64_t barrier; /* data messages sealed before it: they go first */
+    uint8_t state;    /* enum zs_state */
+    int err;          /* the connection ended before the end (ZS_DONE) */
+} zsrc;
+#define ZS_MEM (UW_SDP_BSDH_LEN + UW_SDP_SRCAH_LEN + UW_SDP_SRCAVAIL_PAYLOAD)
+#define ZS_ID (RX_CAP + TX_CAP + CTL_CAP) /* the SrcAvail's Send */
 
 enum urg_state { URG_NONE = 0, URG_PENDING, URG_VALID, URG_READ };
 
@@ -129,6 +150,19 @@ struct uw_sdp_conn {
     uint32_t sinkavail_ignored; /* valid SinkAvails we left unused (9.5.2.2) */
     bool sinkcancelack_due;
 
+    /* Read Zcopy (9.2). */
+    zsrc zs;
+    uint8_t *zs_mem;  /* the SrcAvail message (header and payload) */
+    bool zs_mem_busy; /* its Send has not completed */
+    bool zr_busy;     /* Data Sink: a Read in flight or its result uncollected */
+    bool zr_doneflag;
+    int64_t zr_ret;
+    uint32_t rrc_len; /* RdmaRdCompl due: octets read since the last one */
+    bool rrc_due, rrc_inv;
+    uint32_t rrc_stag;
+    bool rx_inv; /* the message being received came with Invalidate */
+    uint32_t rx_inv_stag;
+
     /* Receive stream (TCP view). */
     uint64_t rcv_nxt, copied;
     bool rcv_eof; /* DisConn received */
@@ -146,6 +180,20 @@ struct uw_sdp_conn {
 /* conn.c */
 void uw__sdp_fail(uw_sdp_conn *c, int err, const char *why);
 void uw__sdp_rx_release(uw_sdp_conn *c, uint32_t id);
+
+/* conn_zcopy.c */
+int uw__sdp_on_srcavail(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m);
+int uw__sdp_on_rdmardcompl(uw_sdp_conn *c, const uw_sdp_msg *m);
+int uw__sdp_on_sendsm(uw_sdp_conn *c);
+int uw__sdp_zs_next(uw_sdp_conn *c, int32_t credit, uw_sdp_tx *out);
+bool uw__sdp_zs_holds_data(const uw_sdp_conn *c);
+void uw__sdp_zs_fill(uw_sdp_conn *c);
+void uw__sdp_zs_abort(uw_sdp_conn *c);
+void uw__sdp_queue_payload(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m);
+int uw__sdp_violate(uw_sdp_conn *c, const char *why);
+size_t uw__sdp_fill_from(uw_sdp_conn *c, const uint8_t *src, size_t len, uint32_t maxp);
+int uw__sdp_send_ctl(uw_sdp_conn *c, uint8_t mid, uint32_t value, bool solicited, uw_sdp_tx *out);
+void uw__sdp_stamp(uw_sdp_conn *c, uw_sdp_msg *m, uint8_t *out);
 
 /* conn_app.c */
 void uw__sdp_skip_urgent(uw_sdp_conn *c);

@@ -57,7 +57,7 @@ void uw__sdp_seal(uw_sdp_conn *c)
 
 /* Writes the BSDH (and an extended header) of our next message, records it
  * for the credit check of 10.5 and what it told the peer. */
-static void stamp(uw_sdp_conn *c, uw_sdp_msg *m, uint8_t *out)
+void uw__sdp_stamp(uw_sdp_conn *c, uw_sdp_msg *m, uint8_t *out)
 {
     if (c->state == UW_SDP_S_HELLO && c->cfg.accepting) {
         /* 6.2.2: the HelloAck carries MSeq 0 and MSeqAck 0. */
@@ -88,7 +88,7 @@ static int ctl_slot(uw_sdp_conn *c)
 }
 
 /* A payload-free message from a control slot. */
-static int send_ctl(uw_sdp_conn *c, uint8_t mid, uint32_t value, bool solicited, uw_sdp_tx *out)
+int uw__sdp_send_ctl(uw_sdp_conn *c, uint8_t mid, uint32_t value, bool solicited, uw_sdp_tx *out)
 {
     int s = ctl_slot(c);
     if (s < 0)
@@ -100,13 +100,14 @@ static int send_ctl(uw_sdp_conn *c, uint8_t mid, uint32_t value, bool solicited,
     m.bsdh.len = UW_SDP_BSDH_LEN + (uint32_t)(ext > 0 ? ext : 0);
     m.u.value = value;
     uint8_t *p = c->ctl_mem + (size_t)s * CTL_SIZE;
-    stamp(c, &m, p);
+    uw__sdp_stamp(c, &m, p);
     c->ctl_busy[s] = true;
     c->ctl_inflight++;
     out->id = RX_CAP + TX_CAP + (uint32_t)s;
     out->addr = p;
     out->len = m.bsdh.len;
     out->solicited = solicited;
+    out->invalidate = false;
     return 1;
 }
 
@@ -127,14 +128,15 @@ static int send_helloack(uw_sdp_conn *c, uw_sdp_tx *out)
     m.u.helloack.loc_ord = c->ord;
     uint8_t *p = c->ctl_mem + (size_t)s * CTL_SIZE;
     c->setup_bufs = bufs_now(c);
-    stamp(c, &m, p);
+    uw__sdp_stamp(c, &m, p);
     c->st.msgs_sent--; /* counted as setup, like the Hello */
     c->ctl_busy[s] = true;
     c->ctl_inflight++;
     out->id = RX_CAP + TX_CAP + (uint32_t)s;
     out->addr = p;
     out->len = m.bsdh.len;
-    out->solicited = true;    /* 8.1.1 step 5 */
+    out->solicited = true; /* 8.1.1 step 5 */
+    out->invalidate = false;
     c->state = UW_SDP_S_OPEN; /* step 6 */
     return 1;
 }
@@ -202,7 +204,7 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
                 return 0; /* every control slot in flight: after a completion */
             c->abort_pending = false;
             c->abortconn_sent = true;
-            return send_ctl(c, UW_SDP_ABORTCONN, 0, true, out);
+            return uw__sdp_send_ctl(c, UW_SDP_ABORTCONN, 0, true, out);
         }
         if (c->abort_pending) { /* no credit to say it with: reset the LLP */
             c->abort_pending = false;
@@ -225,13 +227,25 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
      * state (DisConn sent, ChRcvBuf outstanding, ...) records a message
      * that never went. */
     bool ctl_free = ctl_slot(c) >= 0;
+    uw__sdp_zs_fill(c);
     /* Payload-free messages need two credits (10.5), so that one always
      * remains for a credit update. */
     if (credit >= 2 && ctl_free) {
+        if (c->rrc_due) { /* 9.2 step 2b: before a SendSm for the same SrcAvail */
+            uint32_t n = c->rrc_len;
+            bool inv = c->rrc_inv;
+            c->rrc_due = c->rrc_inv = false;
+            c->rrc_len = 0;
+            c->st.rdmardcompl_sent++;
+            int r = uw__sdp_send_ctl(c, UW_SDP_RDMARDCOMPL, n, true, out);
+            out->invalidate = inv;
+            out->inv_stag = c->rrc_stag;
+            return r;
+        }
         if (c->sendsm_extra) {
             c->sendsm_extra--;
             c->st.sendsm_sent++;
-            return send_ctl(c, UW_SDP_SENDSM, 0, true, out);
+            return uw__sdp_send_ctl(c, UW_SDP_SENDSM, 0, true, out);
         }
         if (c->sendsm_due && c->sa_n) {
             srcavail *s = &c->sa[c->sa_head % 64];
@@ -239,16 +253,16 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
             s->sendsm_sent = true;
             s->sendsm_mseq = c->last_sent + 1;
             c->st.sendsm_sent++;
-            return send_ctl(c, UW_SDP_SENDSM, 0, true, out);
+            return uw__sdp_send_ctl(c, UW_SDP_SENDSM, 0, true, out);
         }
         if (c->sinkcancelack_due) {
             c->sinkcancelack_due = false;
-            return send_ctl(c, UW_SDP_SINKCANCELACK, 0, true, out);
+            return uw__sdp_send_ctl(c, UW_SDP_SINKCANCELACK, 0, true, out);
         }
         if (c->chra_due && !c->chra_wait_old) {
             c->chra_due = false;
             c->st.chrcvbufack_sent++;
-            return send_ctl(c, UW_SDP_CHRCVBUFACK, c->chra_size, false, out);
+            return uw__sdp_send_ctl(c, UW_SDP_CHRCVBUFACK, c->chra_size, false, out);
         }
         if (c->chr_resend && !c->chr_pending && !c->chr_outstanding) {
             c->chr_resend = false;
@@ -263,18 +277,20 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
             c->chr_pending = false;
             c->chr_outstanding = true;
             c->st.chrcvbuf_sent++;
-            return send_ctl(c, UW_SDP_CHRCVBUF, c->chr_size, false, out);
+            return uw__sdp_send_ctl(c, UW_SDP_CHRCVBUF, c->chr_size, false, out);
         }
     }
+    if (credit >= 3 && uw__sdp_zs_next(c, credit, out))
+        return 1;
     uint32_t id;
-    txslot *t = credit >= 3 ? data_ready(c, &id) : NULL;
+    txslot *t = credit >= 3 && !uw__sdp_zs_holds_data(c) ? data_ready(c, &id) : NULL;
     if (t && !(c->chr_pending && !c->chra_due && c->sent_msgs_data >= c->chr_barrier)) {
         uw_sdp_msg m;
         memset(&m, 0, sizeof(m));
         m.bsdh.mid = UW_SDP_DATA;
         m.bsdh.flags = t->flags;
         m.bsdh.len = UW_SDP_BSDH_LEN + t->fill;
-        stamp(c, &m, t->mem);
+        uw__sdp_stamp(c, &m, t->mem);
         t->state = TX_INFLIGHT;
         c->tf_head = (c->tf_head + 1) % TX_CAP;
         c->tf_n--;
@@ -285,6 +301,7 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
         if (c->sinkavail_ignored)
             c->sinkavail_ignored--;
         c->st.data_msgs_sent++;
+        c->st.bcopy_sent += t->fill;
         if (t->flags & UW_SDP_OOB_PRES)
             c->st.oob_sent++;
         out->id = RX_CAP + id;
@@ -292,15 +309,16 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
         out->len = m.bsdh.len;
         /* 14.2: Data with OOB_PRES or OOB_PEND is solicited. */
         out->solicited = (t->flags & (UW_SDP_OOB_PRES | UW_SDP_OOB_PEND)) != 0;
+        out->invalidate = false;
         return 1;
     }
     if (ctl_free && credit >= 2 && c->shut_wr && !c->disconn_sent && !c->tf_n &&
-        (!c->chr_pending || c->chra_due)) {
+        c->zs.state == ZS_NONE && (!c->chr_pending || c->chra_due)) {
         /* A ChRcvBuf still held behind our ChRcvBufAck is dropped: no data
          * it would resize follows the DisConn. */
         c->chr_pending = c->chr_resend = false;
         c->disconn_sent = true; /* 8.2.1 step 2, after all data (step 1) */
-        return send_ctl(c, UW_SDP_DISCONN, 0, false, out);
+        return uw__sdp_send_ctl(c, UW_SDP_DISCONN, 0, false, out);
     }
     /* A poke overtaken by another payload-free message: at one credit the
      * peer must update us anyway, and an update that gives nothing may not
@@ -312,7 +330,7 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
             c->st.pokes_sent++;
         c->poke_due = false;
         c->st.credit_updates_sent++;
-        return send_ctl(c, UW_SDP_DATA, 0, false, out);
+        return uw__sdp_send_ctl(c, UW_SDP_DATA, 0, false, out);
     }
     return 0;
 }
@@ -354,7 +372,12 @@ int uw__sdp_conn_poke(uw_sdp_conn *c)
 
 void uw__sdp_conn_tx_done(uw_sdp_conn *c, uint32_t id)
 {
-    if (id >= RX_CAP + TX_CAP) {
+    if (id == ZS_ID) {
+        if (c->zs_mem_busy) {
+            c->zs_mem_busy = false;
+            c->ctl_inflight--;
+        }
+    } else if (id >= RX_CAP + TX_CAP) {
         uint32_t s = id - RX_CAP - TX_CAP;
         if (s < CTL_CAP && c->ctl_busy[s]) {
             c->ctl_busy[s] = false;
@@ -422,6 +445,31 @@ static txslot *fill_slot(uw_sdp_conn *c, uint32_t maxp)
     return NULL;
 }
 
+/* Copies up to len octets into send slots; returns how many fit. */
+static size_t fill_from(uw_sdp_conn *c, const uint8_t *src, size_t len, uint32_t maxp,
+                        txslot **last)
+{
+    size_t done = 0;
+    while (done < len) {
+        txslot *t = fill_slot(c, maxp);
+        if (!t)
+            break;
+        uint32_t room = maxp - t->fill;
+        uint32_t k = len - done < room ? (uint32_t)(len - done) : room;
+        memcpy(t->mem + UW_SDP_BSDH_LEN + t->fill, src + done, k);
+        t->fill += k;
+        done += k;
+        *last = t;
+    }
+    return done;
+}
+
+size_t uw__sdp_fill_from(uw_sdp_conn *c, const uint8_t *src, size_t len, uint32_t maxp)
+{
+    txslot *last = NULL;
+    return fill_from(c, src, len, maxp, &last);
+}
+
 static int send_state_error(uw_sdp_conn *c)
 {
     if (c->state == UW_SDP_S_IDLE || c->state == UW_SDP_S_HELLO)
@@ -443,6 +491,10 @@ ssize_t uw__sdp_conn_send(uw_sdp_conn *c, const struct iovec *iov, int iovcnt, u
     int e = send_state_error(c);
     if (e)
         return e;
+    /* One writer's zero-copy send owns the stream until it ends (11.2:
+     * no payload while its SrcAvail is In-Process). */
+    if (c->zs.state != ZS_NONE)
+        return UW_EAGAIN;
     size_t total = 0;
     for (int i = 0; i < iovcnt; i++)
         total += iov[i].iov_len;
@@ -456,23 +508,11 @@ ssize_t uw__sdp_conn_send(uw_sdp_conn *c, const struct iovec *iov, int iovcnt, u
     size_t done = 0;
     txslot *last = NULL;
     for (int i = 0; i < iovcnt; i++) {
-        const uint8_t *src = iov[i].iov_base;
-        size_t left = iov[i].iov_len;
-        while (left) {
-            txslot *t = fill_slot(c, maxp);
-            if (!t)
-                goto out;
-            uint32_t room = maxp - t->fill;
-            uint32_t k = left < room ? (uint32_t)left : room;
-            memcpy(t->mem + UW_SDP_BSDH_LEN + t->fill, src, k);
-            t->fill += k;
-            src += k;
-            left -= k;
-            done += k;
-            last = t;
-        }
+        size_t k = fill_from(c, iov[i].iov_base, iov[i].iov_len, maxp, &last);
+        done += k;
+        if (k < iov[i].iov_len)
+            break;
     }
-out:
     if (!done)
         return UW_EAGAIN;
     c->st.sent += done;
@@ -498,5 +538,5 @@ size_t uw__sdp_conn_outq(const uw_sdp_conn *c)
 bool uw__sdp_conn_tx_idle(const uw_sdp_conn *c)
 {
     return !c->tf_n && !c->data_inflight && !c->ctl_inflight && !c->abort_pending &&
-           (!c->shut_wr || c->disconn_sent);
+           (c->zs.state == ZS_NONE || c->zs.state == ZS_DONE) && (!c->shut_wr || c->disconn_sent);
 }

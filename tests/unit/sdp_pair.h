@@ -21,6 +21,8 @@ typedef struct sp_msg {
     uint32_t len;
     uint32_t tx_id; /* the sender's slot, completed on delivery or later */
     bool solicited;
+    bool inv; /* Send with Invalidate of inv_stag */
+    uint32_t inv_stag;
     uint32_t rq_at_send;   /* receives the sender had posted when it built it (its Bufs) */
     unsigned rcvd_at_send; /* messages the sender had received by then */
 } sp_msg;
@@ -89,6 +91,8 @@ static inline unsigned sp_drain_tx(sp_side *x)
         m->len = t.len;
         m->tx_id = t.id;
         m->solicited = t.solicited;
+        m->inv = t.invalidate;
+        m->inv_stag = t.inv_stag;
         m->rq_at_send = x->rq_n;
         m->rcvd_at_send = x->rcvd_msgs;
         x->sent_msgs++;
@@ -121,7 +125,8 @@ static inline bool sp_deliver1(sp_side *from, sp_side *to)
         } else {
             memcpy(p.addr, m.data, m.len);
             to->rcvd_msgs++;
-            int rc = uw__sdp_conn_on_recv(to->c, p.id, m.len);
+            int rc = m.inv ? uw__sdp_conn_on_recv_inv(to->c, p.id, m.len, m.inv_stag)
+                           : uw__sdp_conn_on_recv(to->c, p.id, m.len);
             if (rc < 0 && !to->rc)
                 to->rc = rc;
         }
@@ -232,6 +237,21 @@ static inline int sp_inject(sp_side *x, const void *msg, uint32_t len)
     memcpy(p.addr, msg, len);
     x->rcvd_msgs++;
     int rc = uw__sdp_conn_on_recv(x->c, p.id, len);
+    sp_drain_tx(x);
+    return rc;
+}
+
+/* As sp_inject, for a Send with Invalidate of stag. */
+static inline int sp_inject_inv(sp_side *x, const void *msg, uint32_t len, uint32_t stag)
+{
+    if (!x->rq_n)
+        return -1000;
+    uw_sdp_post p = x->rq[x->rq_head];
+    x->rq_head = (x->rq_head + 1) % SP_MAXQ;
+    x->rq_n--;
+    memcpy(p.addr, msg, len);
+    x->rcvd_msgs++;
+    int rc = uw__sdp_conn_on_recv_inv(x->c, p.id, len, stag);
     sp_drain_tx(x);
     return rc;
 }
