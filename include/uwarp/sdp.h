@@ -214,21 +214,27 @@ int uw_sdp_ioctl(uw_sdp_sock *s, unsigned long req, int *arg);
 
 #define SOL_UWARP 0x5557
 enum {
-    UW_SDP_PM = 1,          /* int: connect/listen through the port mapper */
-    UW_SDP_PM_OPTIONAL = 2, /* int: listen: no daemon is not an error */
-    UW_SDP_RCVBUF_SIZE = 3, /* int: receive Private Buffer size (before connect/listen) */
-    UW_SDP_BUFS = 4,        /* int: receive Private Buffers (before connect/listen) */
-    UW_SDP_PEER_RCVBUF = 5, /* int, set: send a ChRcvBuf for this size (10.6); named so
-                               as not to collide with the ChRcvBuf MID of src/sdp/codec.h */
-    UW_SDP_INFO = 6,        /* struct uw_sdp_info, get */
-    UW_SDP_CRC = 7,         /* int: 0 CRC off, 1 on (default), before connect/listen */
-    UW_SDP_TCP_FD = 8,      /* int, set before connect/listen: a kernel TCP socket of the
-                               socket's domain (configured, maybe bound) that s adopts and
-                               closes: a UW_SDP_PM listen() listens for TCP on it (bound
-                               or not: its address is the service address, bind() must
-                               not have been called on s); a UW_SDP_PM connect() that falls
-                               back to TCP connects it, dup3()ed under uw_sdp_fd(),
-                               instead of a new socket. Closed once SDP was chosen. */
+    UW_SDP_PM = 1,              /* int: connect/listen through the port mapper */
+    UW_SDP_PM_OPTIONAL = 2,     /* int: listen: no daemon is not an error */
+    UW_SDP_RCVBUF_SIZE = 3,     /* int: receive Private Buffer size (before connect/listen) */
+    UW_SDP_BUFS = 4,            /* int: receive Private Buffers (before connect/listen) */
+    UW_SDP_PEER_RCVBUF = 5,     /* int, set: send a ChRcvBuf for this size (10.6); named so
+                                   as not to collide with the ChRcvBuf MID of src/sdp/codec.h */
+    UW_SDP_INFO = 6,            /* struct uw_sdp_info, get */
+    UW_SDP_CRC = 7,             /* int: 0 CRC off, 1 on (default), before connect/listen */
+    UW_SDP_TCP_FD = 8,          /* int, set before connect/listen: a kernel TCP socket of the
+                                   socket's domain (configured, maybe bound) that s adopts and
+                                   closes: a UW_SDP_PM listen() listens for TCP on it (bound
+                                   or not: its address is the service address, bind() must
+                                   not have been called on s); a UW_SDP_PM connect() that falls
+                                   back to TCP connects it, dup3()ed under uw_sdp_fd(),
+                                   instead of a new socket. Closed once SDP was chosen. */
+    UW_SDP_ZCOPY_THRESHOLD = 9, /* int >= 0: a blocking send() of at least this many octets
+                                   (without SO_SNDTIMEO, MSG_MORE or MSG_OOB) lends its
+                                   buffer to the peer to RDMA-Read (Read Zcopy, 9.2), and a
+                                   blocking recv() Reads advertised data into its buffer; 0:
+                                   never. Default $UWARP_SDP_ZCOPY_MIN, else 0 (docs/sdp.md,
+                                   "Zero copy", says why). */
 };
 
 typedef struct uw_sdp_info {
@@ -248,6 +254,16 @@ typedef struct uw_sdp_info {
     struct sockaddr_storage llp_peer; /* SDP: the LLP's peer (with the port mapper the
                                          mapped SDP port); llp_peer_len 0 if none */
     socklen_t llp_peer_len;
+    /* Zero copy (9.2-9.5) and flow-control modes (11, 12). */
+    uint64_t srcavail_sent, srcavail_received, sinkavail_sent, sinkavail_received;
+    uint64_t rdmardcompl_sent, rdmardcompl_received, rdmawrcompl_sent, rdmawrcompl_received;
+    uint64_t sendsm_received, cancels, mode_changes;
+    uint64_t rdma_read_bytes;  /* octets we took from the peer's buffers by RDMA Read */
+    uint64_t rdma_write_bytes; /* octets we placed in the peer's buffers by RDMA Write */
+    uint64_t bcopy_bytes;      /* octets we sent in SDP messages (copied) */
+    uint64_t zcopy_bytes;      /* octets of ours the peer took from our buffers */
+    int tx_mode, rx_mode;      /* 0 Buffered, 1 Combined, 2 Pipelined */
+    uint32_t zcopy_threshold;  /* UW_SDP_ZCOPY_THRESHOLD now */
 } uw_sdp_info;
 
 #pragma GCC visibility pop

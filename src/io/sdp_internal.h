@@ -103,6 +103,14 @@ struct uw_sdp_socket {
     bool tcp_ready; /* ... has a connection waiting (the progress thread saw it) */
     int tcp_fd;     /* UW_SDP_TCP_FD: the caller's TCP socket, adopted (-1) */
     const char *transport_why;
+
+    /* Read Zcopy (sdp_zcopy.c). */
+    uint32_t zc_min;       /* UW_SDP_ZCOPY_THRESHOLD: 0 never */
+    uw_mr *zmr_src;        /* our SrcAvail's buffer: granted per send */
+    uw_mr *zmr_dst;        /* the reader's buffer under our RDMA Read */
+    unsigned zc_readers;   /* threads blocked in recv() on this socket */
+    uint64_t zc_ns;        /* a SrcAvail nobody reads: SendSm at this time (0: none) */
+    uint64_t zc_rcvd_seen; /* SrcAvails received when last looked at */
 };
 
 struct uw_sdp_stack {
@@ -131,9 +139,21 @@ struct uw_sdp_stack {
     struct uw__pm_resolver *pm; /* created on first use */
     char pmd_control[108];
     char pm_server[64]; /* attr.pm_server as "ADDR:PORT" for the resolver */
+    uint32_t zc_min;    /* default UW_SDP_ZCOPY_THRESHOLD ($UWARP_SDP_ZCOPY_MIN) */
     /* Counters for docs/sdp.md measurements (under the lock). */
     unsigned long passes, thread_wakeups, app_waits, loop_waits;
 };
+
+/* sdp_zcopy.c (called with the lock held). zsend/zrecv return the octets
+ * moved, 0 when zero copy does not apply now (use Bcopy), or an error. */
+#define UW__SDP_WRID_ZREAD UINT64_MAX
+ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len);
+ssize_t uw__sdp_zrecv(uw_sdp_sock *s, void *buf, size_t room, bool nb);
+bool uw__sdp_zrecv_fits(const uw_sdp_sock *s, size_t room);
+void uw__sdp_zc_arrived(uw_sdp_sock *s);
+void uw__sdp_zc_fire(uw_sdp_sock *s, uint64_t now);
+void uw__sdp_zc_free(uw_sdp_sock *s);
+uint32_t uw__sdp_zc_default(void);
 
 /* sdp_stack.c: the lock. Unlocking first refreshes every dirty mirror. */
 void uw__sdp_lock(uw_sdp_stack *st);
@@ -169,6 +189,7 @@ void uw__sdp_release_tcp_listener(uw_sdp_sock *s);
 void uw__sdp_wake_thread(uw_sdp_stack *st);
 /* Deadline bookkeeping. */
 void uw__sdp_set_deadline(uw_sdp_sock *s, uint64_t ns);
+void uw__sdp_arm(uw_sdp_stack *st, uint64_t ns); /* a timer of a socket's own */
 uint64_t uw__sdp_now_ns(void);
 uint64_t uw__sdp_deadline_ms(int ms); /* now + ms (ms <= 0: 0 = none) */
 /* The LLP TCP socket of s, or -1. */

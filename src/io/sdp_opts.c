@@ -175,6 +175,11 @@ static int set_locked(uw_sdp_sock *s, int level, int name, const void *val, sock
                 return -EISCONN;
             s->crc = v != 0;
             return 0;
+        case UW_SDP_ZCOPY_THRESHOLD:
+            if (v < 0)
+                return -EINVAL;
+            s->zc_min = (uint32_t)v;
+            return 0;
         case UW_SDP_TCP_FD:
             if (!before)
                 return -EISCONN;
@@ -249,7 +254,25 @@ static int info(uw_sdp_sock *s, void *val, socklen_t *len)
         in.peer_credit = stt.peer_credit;
         in.graceful = stt.graceful;
         in.why = uw__sdp_conn_why(s->conn);
+        in.srcavail_sent = stt.srcavail_sent;
+        in.srcavail_received = stt.srcavail_received;
+        in.sinkavail_sent = stt.sinkavail_sent;
+        in.sinkavail_received = stt.sinkavail_received;
+        in.rdmardcompl_sent = stt.rdmardcompl_sent;
+        in.rdmardcompl_received = stt.rdmardcompl_received;
+        in.rdmawrcompl_sent = stt.rdmawrcompl_sent;
+        in.rdmawrcompl_received = stt.rdmawrcompl_received;
+        in.sendsm_received = stt.sendsm_received;
+        in.cancels = stt.cancels_sent + stt.cancels_received;
+        in.mode_changes = stt.mode_changes;
+        in.rdma_read_bytes = stt.rdma_read_bytes;
+        in.rdma_write_bytes = stt.rdma_write_bytes;
+        in.bcopy_bytes = stt.bcopy_sent;
+        in.zcopy_bytes = stt.zcopy_sent;
+        in.tx_mode = stt.tx_mode;
+        in.rx_mode = stt.rx_mode;
     }
+    in.zcopy_threshold = s->zc_min;
     int fd = uw__sdp_llp_fd(s);
     in.llp_peer_len = sizeof(in.llp_peer);
     if (fd < 0 || getpeername(fd, (struct sockaddr *)&in.llp_peer, &in.llp_peer_len) < 0)
@@ -403,6 +426,8 @@ static int get_locked(uw_sdp_sock *s, int level, int name, void *val, socklen_t 
             return put_int(val, len, s->bufs ? s->bufs : 16);
         case UW_SDP_CRC:
             return put_int(val, len, s->crc);
+        case UW_SDP_ZCOPY_THRESHOLD:
+            return put_int(val, len, s->zc_min > INT32_MAX ? INT32_MAX : (int)s->zc_min);
         case UW_SDP_INFO:
             return info(s, val, len);
         default:

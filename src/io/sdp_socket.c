@@ -603,15 +603,34 @@ static ssize_t do_recv(uw_sdp_sock *s, const struct iovec *uiov, int cnt, int fl
         }
         goto out;
     }
+    bool zok = !(flags & (MSG_PEEK | MSG_OOB));
     for (;;) {
         ssize_t r = uw__sdp_conn_recv(s->conn, iov + idx, cnt - idx, cf);
         uw__sdp_pump(s); /* reading frees buffers: credit updates may be due */
         if (r > 0) {
             done += (size_t)r;
-            if (done >= target || (flags & (MSG_PEEK | MSG_OOB)))
+            if (flags & (MSG_PEEK | MSG_OOB))
                 break;
             iov_advance(iov, &idx, cnt, (size_t)r);
+            /* An advertised buffer right behind the data: read it into
+             * the rest of this call's buffer (Read Zcopy) before returning. */
+            if (done >= target &&
+                !(zok && !nb && idx < cnt && s->conn && uw__sdp_zrecv_fits(s, iov[idx].iov_len)))
+                break;
             continue;
+        }
+        if (r == UW_EAGAIN && zok && s->conn && idx < cnt && uw__sdp_conn_zavail(s->conn)) {
+            ssize_t z = uw__sdp_zrecv(s, iov[idx].iov_base, iov[idx].iov_len, nb);
+            if (z > 0) {
+                done += (size_t)z;
+                iov_advance(iov, &idx, cnt, (size_t)z);
+                if (done >= target)
+                    break;
+                continue;
+            }
+            if (z < 0) {
+                r = z;
+            }
         }
         if (r == 0)
             break;
@@ -648,7 +667,9 @@ static ssize_t do_recv(uw_sdp_sock *s, const struct iovec *uiov, int cnt, int fl
                 rc = -EAGAIN;
             break;
         }
+        s->zc_readers++; /* a SrcAvail arriving now waits for this reader */
         int w = uw__sdp_wait(s, POLLIN, dl);
+        s->zc_readers--;
         if (w < 0) {
             if (!done)
                 rc = w;
@@ -670,6 +691,17 @@ static ssize_t send_part(uw_sdp_sock *s, struct iovec *iov, int cnt, size_t tota
     int idx = 0;
     bool tried = false;
     while (idx < cnt && *done < total) {
+        if (!nb && !cf && s->conn && iov[idx].iov_len >= s->zc_min && s->zc_min) {
+            /* Read Zcopy (sdp_zcopy.c): the peer reads this buffer. */
+            ssize_t z = uw__sdp_zsend(s, iov[idx].iov_base, iov[idx].iov_len);
+            if (z < 0)
+                return z;
+            if (z > 0) {
+                *done += (size_t)z;
+                iov_advance(iov, &idx, cnt, (size_t)z);
+                continue;
+            }
+        }
         ssize_t r = uw__sdp_conn_send(s->conn, iov + idx, cnt - idx, cf);
         uw__sdp_pump(s);
         if (r > 0) {

@@ -181,6 +181,11 @@ static void arm(uw_sdp_stack *st, uint64_t ns)
     }
 }
 
+void uw__sdp_arm(uw_sdp_stack *st, uint64_t ns)
+{
+    arm(st, ns);
+}
+
 void uw__sdp_set_deadline(uw_sdp_sock *s, uint64_t ns)
 {
     s->deadline_ns = ns;
@@ -353,10 +358,11 @@ static void post_send(uw_sdp_sock *s, struct tx_batch *b, const uw_sdp_tx *t)
     uw_sge *sge = &b->sge[b->n];
     *sge = (uw_sge){.addr = (uint64_t)(uintptr_t)t->addr, .length = t->len, .lkey = uw_mr_stag(mr)};
     b->wr[b->n] = (uw_send_wr){.wr_id = t->id,
-                               .opcode = UW_WR_SEND,
+                               .opcode = t->invalidate ? UW_WR_SEND_WITH_INV : UW_WR_SEND,
                                .flags = UW_SEND_SIGNALED | (t->solicited ? UW_SEND_SOLICITED : 0u),
                                .sg_list = sge,
-                               .num_sge = 1};
+                               .num_sge = 1,
+                               .invalidate_stag = t->inv_stag};
     if (++b->n == UW__SDP_TX_BATCH)
         flush_sends(s, b);
 }
@@ -450,6 +456,7 @@ int uw__sdp_conn_setup(uw_sdp_sock *s, bool accepting, uint16_t ird, uint16_t or
         cfg.ird = ird;
     if (ord)
         cfg.ord = ord;
+    cfg.zcopy_sink = true; /* sdp_zcopy.c decides per SrcAvail */
     int r = uw__sdp_conn_create(&s->conn, &cfg);
     if (r < 0)
         return r;
@@ -498,6 +505,7 @@ void uw__sdp_conn_teardown(uw_sdp_sock *s)
     free(s->mr);
     s->mr = NULL;
     s->nmr = 0;
+    uw__sdp_zc_free(s);
     if (s->conn)
         uw__sdp_conn_destroy(s->conn);
     s->conn = NULL;
@@ -628,10 +636,24 @@ static void on_wc(const uw_wc *wc)
     uw_sdp_sock *s = wc->qp ? uw_qp_get_context(wc->qp) : NULL;
     if (!s || s->dead || !s->conn)
         return;
+    if (wc->wr_id == UW__SDP_WRID_ZREAD && wc->opcode == UW_WC_RDMA_READ) {
+        /* Our Read Zcopy (sdp_zcopy.c): also when it failed, since a
+         * reader waits on it. */
+        uw__sdp_conn_zread_done(s->conn, wc->status == UW_WC_SUCCESS ? (int64_t)wc->byte_len
+                                         : wc->err                   ? wc->err
+                                                                     : UW_ECONNRESET);
+        after(s);
+        return;
+    }
     if (wc->status != UW_WC_SUCCESS)
         return; /* flushed or failed: the connection event says why */
     if (wc->opcode == UW_WC_RECV) {
-        uw__sdp_conn_on_recv(s->conn, (uint32_t)wc->wr_id, wc->byte_len);
+        if (wc->flags & UW_WC_WITH_INV)
+            uw__sdp_conn_on_recv_inv(s->conn, (uint32_t)wc->wr_id, wc->byte_len,
+                                     wc->invalidated_stag);
+        else
+            uw__sdp_conn_on_recv(s->conn, (uint32_t)wc->wr_id, wc->byte_len);
+        uw__sdp_zc_arrived(s);
         /* Data for a socket the application closed: nobody will read it.
          * TCP answers such data with a reset; so does this (the sender's
          * next calls fail instead of blocking on credits forever). */
@@ -703,6 +725,7 @@ static void on_request(uw_sdp_stack *st, const uw_cm_event *ev)
     s->rcv_size = l->rcv_size;
     s->bufs = l->bufs;
     s->crc = l->crc;
+    s->zc_min = l->zc_min;
     s->state = UW__SS_EMBRYO;
     s->accepted = true;
     s->qp = ev->qp;
@@ -821,6 +844,11 @@ static void timers(uw_sdp_stack *st)
                 flow_fire(s); /* may arm it again */
             if (s->flow_ns && (!next || s->flow_ns < next))
                 next = s->flow_ns;
+        }
+        if (s->zc_ns && !s->dead) {
+            uw__sdp_zc_fire(s, now);
+            if (s->zc_ns && (!next || s->zc_ns < next))
+                next = s->zc_ns;
         }
         if (!s->deadline_ns || s->dead)
             continue;
@@ -1138,6 +1166,7 @@ int uw__sdp_sock_new(uw_sdp_stack *st, int domain, uw_sdp_sock **out)
     s->rd.a = s->rd.b = -1;
     s->bind_fd = s->pm_fd = s->tcp_lfd = s->tcp_fd = -1;
     s->crc = true;
+    s->zc_min = st->zc_min;
     s->next = st->socks;
     if (st->socks)
         st->socks->prev = s;
@@ -1238,6 +1267,7 @@ int uw_sdp_stack_create(uw_sdp_stack **out, const uw_sdp_stack_attr *attr)
         .log = st->attr.log, .log_ud = st->attr.log_ud, .log_level = st->attr.log_level};
     if ((r = uw_ctx_create(&st->ctx, &ca)) < 0)
         goto fail;
+    st->zc_min = uw__sdp_zc_default();
     if ((r = uw_pd_alloc(st->ctx, &st->pd)) < 0 ||
         (r = uw_cq_create(st->ctx, UW__SDP_CQ_DEPTH, &st->cq)) < 0)
         goto fail;

@@ -534,6 +534,7 @@ static int on_modechange(uw_sdp_conn *c, const uw_sdp_msg *m)
     if (from == UW_SDP_COMB_MODE && to == UW_SDP_BUFF_MODE && c->sa_n)
         return uw__sdp_violate(c, "12.1: ModeChange to Buffered before the SrcAvail was Processed");
     c->rx_mode = to;
+    c->st.mode_changes++;
     return 0;
 }
 
@@ -892,4 +893,6 @@ void uw__sdp_conn_stats(const uw_sdp_conn *c, uw_sdp_stats *out)
     out->send_credit = cr < 0 ? 0 : (uint32_t)cr;
     out->peer_credit = pc < 0 ? 0 : (uint32_t)pc;
     out->bufs_posted = c->posted;
+    out->tx_mode = c->tx_mode;
+    out->rx_mode = c->rx_mode;
 }

@@ -326,6 +326,9 @@ typedef struct uw_sdp_zread {
 /* Octets at the read position that only an RDMA Read can take now (0 if
  * none, a Read is in flight, or data comes first). */
 uint32_t uw__sdp_conn_zavail(const uw_sdp_conn *c);
+/* A SrcAvail waits for the driver's decision (zread or force_bcopy), maybe
+ * behind unread data: the driver times how long it may wait for a reader. */
+bool uw__sdp_conn_zwaiting(const uw_sdp_conn *c);
 /* Takes len (1 .. zavail) of them: *rd says what to Read. One at a time.
  * Errors: UW_EAGAIN (nothing to read), UW_EINVAL (len out of range). */
 int uw__sdp_conn_zread(uw_sdp_conn *c, uint32_t len, uw_sdp_zread *rd);
@@ -360,6 +363,7 @@ typedef struct uw_sdp_stats {
     uint32_t send_credit;        /* our credit now */
     uint32_t peer_credit;        /* the peer's credit as we last told it */
     uint32_t bufs_posted;        /* Bufs we would advertise now */
+    uint8_t tx_mode, rx_mode;    /* enum uw_sdp_mode of each half-connection */
     bool graceful;               /* closed with DisConns both ways and no AbortConn */
 } uw_sdp_stats;
 void uw__sdp_conn_stats(const uw_sdp_conn *c, uw_sdp_stats *out);

@@ -198,8 +198,10 @@ unsigned uw__sdp_conn_poll(const uw_sdp_conn *c)
         m |= POLLIN | UW__POLLRDHUP;
     if (c->urg == URG_VALID && c->urg_off >= c->copied)
         m |= POLLPRI;
-    /* A zero-copy send owns the stream until it ends (conn_zcopy.c). */
-    bool can_send = c->state == UW_SDP_S_OPEN && !c->shut_wr && c->zs.state == ZS_NONE;
+    /* A zero-copy send owns the stream until it ends (conn_zcopy.c); its
+     * end shows as writability, which wakes the sender. */
+    bool can_send = c->state == UW_SDP_S_OPEN && !c->shut_wr &&
+                    (c->zs.state == ZS_NONE || c->zs.state == ZS_DONE);
     if (can_send) {
         /* TCP's rule (sk_stream_is_writeable): writable once the free room
          * is half what is queued, so a woken writer has a third of the

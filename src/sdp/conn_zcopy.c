@@ -229,6 +229,14 @@ uint32_t uw__sdp_conn_zavail(const uw_sdp_conn *c)
     return s->remaining;
 }
 
+bool uw__sdp_conn_zwaiting(const uw_sdp_conn *c)
+{
+    if (!c->cfg.zcopy_sink || c->state != UW_SDP_S_OPEN || !c->sa_n || c->sendsm_due)
+        return false;
+    const srcavail *s = &c->sa[c->sa_head % 64];
+    return !s->sendsm_sent && !s->started;
+}
+
 int uw__sdp_conn_zread(uw_sdp_conn *c, uint32_t len, uw_sdp_zread *rd)
 {
     uint32_t avail = uw__sdp_conn_zavail(c);

@@ -391,6 +391,173 @@ static void test_bulk_both_ways(void **state)
     pair_close(&p);
 }
 
+/* ---- Read Zcopy (9.2) ------------------------------------------------------ */
+
+typedef struct zx {
+    uw_sdp_sock *s;
+    const uint8_t *buf;
+    size_t len, chunk;
+    ssize_t result;
+    double secs; /* how long the sends took */
+} zx;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void *zsender(void *arg)
+{
+    zx *x = arg;
+    double t0 = now_s();
+    size_t off = 0;
+    while (off < x->len) {
+        size_t k = x->len - off < x->chunk ? x->len - off : x->chunk;
+        ssize_t n = uw_sdp_send(x->s, x->buf + off, k, 0);
+        if (n <= 0) {
+            x->result = n;
+            return NULL;
+        }
+        off += (size_t)n;
+    }
+    x->secs = now_s() - t0;
+    x->result = (ssize_t)off;
+    return NULL;
+}
+
+static void zopen(pair *p, int sender_min, int receiver_min)
+{
+    pair_open(p, AF_INET, true);
+    /* Zero copy is not used with a send timeout (the buffer is lent until
+     * the peer is done with it). */
+    struct timeval tv = {0, 0};
+    assert_int_equal(uw_sdp_setsockopt(p->c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+    assert_int_equal(
+        uw_sdp_setsockopt(p->c, SOL_UWARP, UW_SDP_ZCOPY_THRESHOLD, &sender_min, sizeof(int)), 0);
+    assert_int_equal(
+        uw_sdp_setsockopt(p->s, SOL_UWARP, UW_SDP_ZCOPY_THRESHOLD, &receiver_min, sizeof(int)), 0);
+    int v = -1;
+    socklen_t l = sizeof(v);
+    assert_int_equal(uw_sdp_getsockopt(p->c, SOL_UWARP, UW_SDP_ZCOPY_THRESHOLD, &v, &l), 0);
+    assert_int_equal(v, sender_min);
+    v = -1;
+    assert_int_equal(uw_sdp_setsockopt(p->c, SOL_UWARP, UW_SDP_ZCOPY_THRESHOLD, &v, sizeof(v)),
+                     -EINVAL);
+}
+
+static uw_sdp_info zinfo(uw_sdp_sock *s)
+{
+    uw_sdp_info in;
+    socklen_t l = sizeof(in);
+    assert_int_equal(uw_sdp_getsockopt(s, SOL_UWARP, UW_SDP_INFO, &in, &l), 0);
+    return in;
+}
+
+/* Reads len octets with recv() calls of at most chunk, nonblocking ones
+ * waiting in poll(); after a pause of pause_ms first. */
+static void zread_all(uw_sdp_sock *s, uint8_t *dst, size_t len, size_t chunk, bool nb, int pause_ms)
+{
+    if (pause_ms)
+        usleep((useconds_t)pause_ms * 1000);
+    size_t off = 0;
+    double end = now_s() + T_MS / 1000.0;
+    while (off < len && now_s() < end) {
+        size_t k = len - off < chunk ? len - off : chunk;
+        ssize_t n = uw_sdp_recv(s, dst + off, k, nb ? MSG_DONTWAIT : 0);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        assert_true(nb && n == -EAGAIN);
+        poll1(uw_sdp_fd(s), POLLIN, 100);
+    }
+    assert_int_equal(off, len);
+}
+
+/* Blocking send() and recv() of 1 MiB: the receiver RDMA-Reads every
+ * advertised buffer straight into its own; the octets are exact. */
+static void test_zcopy_stream(void **state)
+{
+    (void)state;
+    pair p;
+    zopen(&p, 65536, 65536);
+    size_t len = 8u << 20;
+    uint8_t *out = malloc(len), *in = malloc(len);
+    tu_rng rng;
+    tu_rng_init(&rng, tu_seed(21));
+    tu_rng_fill(&rng, out, len);
+    zx x = {.s = p.c, .buf = out, .len = len, .chunk = 1u << 20};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, zsender, &x), 0);
+    zread_all(p.s, in, len, 1u << 20, false, 0);
+    pthread_join(th, NULL);
+    assert_int_equal(x.result, (ssize_t)len);
+    assert_memory_equal(in, out, len);
+    uw_sdp_info c = zinfo(p.c), s = zinfo(p.s);
+    fprintf(stderr, "# SrcAvail %llu, RDMA Read %llu octets, SendSm %llu\n",
+            (unsigned long long)c.srcavail_sent, (unsigned long long)s.rdma_read_bytes,
+            (unsigned long long)s.sendsm_sent);
+    assert_int_equal(c.srcavail_sent, 8);
+    assert_int_equal(s.srcavail_received, 8);
+    assert_int_equal(c.rdmardcompl_received, s.rdmardcompl_sent);
+    assert_true(s.rdma_read_bytes > len / 2);
+    assert_int_equal(c.zcopy_bytes + c.bcopy_bytes, len);
+    assert_int_equal(c.sent, len);
+    assert_int_equal(s.received, len);
+    assert_int_equal(c.tx_mode, 1); /* Combined */
+    free(out);
+    free(in);
+    pair_close(&p);
+}
+
+/* A nonblocking reader cannot lend its buffer: every SrcAvail is answered
+ * with SendSm and the data comes by Bcopy. A blocking reader that is late
+ * lets the sender go after a short wait the same way. A sender without the
+ * option never advertises. */
+static void test_zcopy_refused(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 3; k++) {
+        pair p;
+        zopen(&p, k == 2 ? 0 : 65536, 65536);
+        if (k == 0) {
+            int on = 1;
+            assert_int_equal(uw_sdp_ioctl(p.s, FIONBIO, &on), 0);
+        }
+        /* k == 1: 512 KiB fits the reader's receive buffers, so the sends
+         * must not wait for the reader, which comes 300 ms late. */
+        size_t len = k == 1 ? 512u << 10 : 3u << 20;
+        uint8_t *out = malloc(len), *in = malloc(len);
+        tu_rng rng;
+        tu_rng_init(&rng, tu_seed(22));
+        tu_rng_fill(&rng, out, len);
+        zx x = {.s = p.c, .buf = out, .len = len, .chunk = k == 1 ? 128u << 10 : 1u << 20};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, zsender, &x), 0);
+        zread_all(p.s, in, len, 1u << 20, k == 0, k == 1 ? 300 : 0);
+        pthread_join(th, NULL);
+        assert_int_equal(x.result, (ssize_t)len);
+        assert_memory_equal(in, out, len);
+        uw_sdp_info c = zinfo(p.c), s = zinfo(p.s);
+        if (k == 1)
+            assert_true(x.secs < 0.25);
+        if (k == 2) {
+            assert_int_equal(c.srcavail_sent, 0);
+        } else {
+            assert_true(c.srcavail_sent >= 1);
+            assert_int_equal(s.rdma_read_bytes, 0);
+            assert_int_equal(c.sendsm_received, s.sendsm_sent);
+            assert_int_equal(s.sendsm_sent, c.srcavail_sent);
+        }
+        assert_int_equal(c.bcopy_bytes, len);
+        free(out);
+        free(in);
+        pair_close(&p);
+    }
+}
+
 static void test_eof(void **state)
 {
     (void)state;
@@ -1610,6 +1777,8 @@ int main(void)
         cmocka_unit_test(test_loop_drives),
         cmocka_unit_test(test_lazy_ready),
         cmocka_unit_test(test_bulk_both_ways),
+        cmocka_unit_test(test_zcopy_stream),
+        cmocka_unit_test(test_zcopy_refused),
         cmocka_unit_test(test_fin_behind_many_completions),
         cmocka_unit_test(test_pm_fallback),
         cmocka_unit_test(test_peer_rcvbuf),

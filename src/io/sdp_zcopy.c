@@ -1,0 +1,241 @@
+/* Read Zcopy for SDP sockets (draft-pinkerton-iwarp-sdp-01 9.2): the
+ * socket-call side of src/sdp/conn_zcopy.c. A blocking send() of at least
+ * the threshold lends its buffer to the peer, which RDMA-Reads it; a
+ * blocking recv() Reads an advertised buffer straight into its own.
+ *
+ * Registrations. A uwarp MR names virtual addresses and pins nothing, so
+ * "registering" a buffer is filling in an entry of the context's STag
+ * table. Each socket keeps two MRs (its SrcAvail's buffer, its Read's
+ * destination) and, per transfer, points one at exactly the caller's
+ * buffer with exactly the access needed and a fresh key (as an iWARP Fast
+ * Register would); at the end of the transfer the MR is invalidated. So a
+ * grant lives only while the send() or recv() that owns the buffer is
+ * still inside the call, nothing is cached across calls that memory
+ * could outlive (a free() or munmap() between calls has nothing to
+ * invalidate), an old STag never works again (the key changed), and a
+ * peer's access outside the grant meets the RDMAP error path of the
+ * engine (invalid STag or bounds: Terminate), never memory. The cost of
+ * a grant is a few stores: there is no registration to cache. */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/sdp_internal.h"
+#include "verbs/internal.h"
+
+/* A SrcAvail that no recv() takes within this long is answered with SendSm
+ * (9.5.2.1), so the sender's send() returns as TCP's would once its data
+ * is in the peer's buffers, however late the reader reads. */
+#define UW__SDP_ZC_WAIT_MS 2
+/* recv() Reads into a buffer of at least this much room (or room for all
+ * that is advertised); smaller reads force Bcopy. */
+#define UW__SDP_ZREAD_MIN (16u * 1024u)
+/* A SrcAvail covers at most this much of one send() (2^31 is the limit). */
+#define UW__SDP_ZSEND_MAX (1u << 30)
+/* Default threshold: off. Measured against Bcopy in the same run (docs/sdp.md,
+ * "Zero copy"), Read Zcopy does not win at any size yet: a blocking send()
+ * idles for the SrcAvail/Read/RdmaRdCompl round trip that TCP's socket
+ * buffer hides. */
+#define UW__SDP_ZC_DEFAULT 0u
+
+uint32_t uw__sdp_zc_default(void)
+{
+    const char *e = getenv("UWARP_SDP_ZCOPY_MIN");
+    if (!e || !*e)
+        return UW__SDP_ZC_DEFAULT;
+    char *end;
+    unsigned long v = strtoul(e, &end, 0);
+    if (*end || v > UINT32_MAX)
+        return UW__SDP_ZC_DEFAULT;
+    return (uint32_t)v;
+}
+
+/* Points mr (made on first use) at exactly [addr, addr + len) with access
+ * and a new key. */
+static int grant(uw_sdp_sock *s, uw_mr **mr, void *addr, size_t len, unsigned access)
+{
+    if (!*mr) {
+        int r = uw_mr_reg(s->st->pd, addr, len, access, mr);
+        if (r < 0)
+            return r;
+        return 0;
+    }
+    (*mr)->addr = addr;
+    (*mr)->len = len;
+    (*mr)->access = access;
+    return uw_mr_rereg(*mr);
+}
+
+static void revoke(uw_mr *mr)
+{
+    if (mr)
+        mr->valid = false;
+}
+
+void uw__sdp_zc_free(uw_sdp_sock *s)
+{
+    if (s->zmr_src)
+        uw_mr_dereg(s->zmr_src);
+    if (s->zmr_dst)
+        uw_mr_dereg(s->zmr_dst);
+    s->zmr_src = s->zmr_dst = NULL;
+}
+
+static bool qp_live(const uw_sdp_sock *s)
+{
+    int q = s->qp ? uw_qp_state(s->qp) : UW_QPS_ERROR;
+    return q == UW_QPS_RTS || q == UW_QPS_CLOSING || q == UW_QPS_CONNECTING;
+}
+
+/* Read Responses already accepted from our buffer are still being sent
+ * after the sink said it was done only if the peer misbehaved; the buffer
+ * goes back to the application only once none is left (or the QP is dead). */
+static void drain_responses(uw_sdp_sock *s)
+{
+    uint64_t end = uw__sdp_deadline_ms(5000);
+    while (s->qp && s->qp->rd.irq_count && qp_live(s)) {
+        if (uw__sdp_now_ns() >= end) {
+            uw__sdp_log(s->st, UW_LOG_WARN,
+                        "SDP: Read Responses from a finished SrcAvail still queued after 5 s: "
+                        "aborting the connection");
+            uw_abort(s->qp);
+            break;
+        }
+        uw__sdp_wait(s, 0, uw__sdp_deadline_ms(1));
+    }
+}
+
+ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len)
+{
+    if (!s->conn || !s->qp || !s->zc_min || len < s->zc_min || s->sndtimeo_ms)
+        return 0;
+    if (len > UW__SDP_ZSEND_MAX)
+        len = UW__SDP_ZSEND_MAX;
+    int r = grant(s, &s->zmr_src, (void *)buf, len,
+                  UW_ACCESS_REMOTE_READ | UW_ACCESS_REMOTE_INVALIDATE);
+    if (r < 0)
+        return 0;
+    uw_sdp_zsrc z = {.addr = buf,
+                     .len = (uint32_t)len,
+                     .stag = uw_mr_stag(s->zmr_src),
+                     .va = (uint64_t)(uintptr_t)buf};
+    r = uw__sdp_conn_zsend(s->conn, &z);
+    if (r < 0) {
+        revoke(s->zmr_src);
+        /* Buffered Mode, urgent state, another zero-copy send: Bcopy. The
+         * connection's errors come back from the Bcopy path too. */
+        return 0;
+    }
+    uw__sdp_pump(s);
+    uint64_t sent = 0;
+    for (;;) {
+        r = uw__sdp_conn_zsend_poll(s->conn, &sent);
+        if (r != 0)
+            break;
+        /* No deadline and no EINTR: the peer reads from this buffer until
+         * it says it is done, so the call cannot return before (it is not
+         * used with SO_SNDTIMEO). The connection's own failure ends it. */
+        uw__sdp_wait(s, POLLOUT, 0);
+        if (!s->conn)
+            break;
+    }
+    revoke(s->zmr_src);
+    drain_responses(s);
+    if (!s->conn)
+        return sent ? (ssize_t)sent : -EPIPE;
+    if (r < 0)
+        return sent ? (ssize_t)sent : r;
+    return (ssize_t)sent;
+}
+
+bool uw__sdp_zrecv_fits(const uw_sdp_sock *s, size_t room)
+{
+    if (!s->conn || !s->zc_min)
+        return false;
+    uint32_t za = uw__sdp_conn_zavail(s->conn);
+    return za && (room >= UW__SDP_ZREAD_MIN || room >= za);
+}
+
+ssize_t uw__sdp_zrecv(uw_sdp_sock *s, void *buf, size_t room, bool nb)
+{
+    uw_sdp_conn *c = s->conn;
+    uint32_t za = c ? uw__sdp_conn_zavail(c) : 0;
+    if (!za)
+        return 0;
+    if (nb || !uw__sdp_zrecv_fits(s, room)) {
+        /* A nonblocking reader cannot lend its buffer beyond the call, and
+         * a small one would take the advertisement in slivers: Bcopy. */
+        if (uw__sdp_conn_force_bcopy(c) == 0)
+            uw__sdp_pump(s);
+        return 0;
+    }
+    uint32_t n = room < za ? (uint32_t)room : za;
+    if (grant(s, &s->zmr_dst, buf, n, UW_ACCESS_LOCAL_WRITE) < 0) {
+        if (uw__sdp_conn_force_bcopy(c) == 0)
+            uw__sdp_pump(s);
+        return 0;
+    }
+    uw_sdp_zread rd;
+    if (uw__sdp_conn_zread(c, n, &rd) < 0) {
+        revoke(s->zmr_dst);
+        return 0;
+    }
+    s->zc_ns = 0;
+    uw_sge sge = {.addr = (uint64_t)(uintptr_t)buf, .length = n, .lkey = uw_mr_stag(s->zmr_dst)};
+    uw_send_wr wr = {.wr_id = UW__SDP_WRID_ZREAD,
+                     .opcode = UW_WR_RDMA_READ,
+                     .flags = UW_SEND_SIGNALED,
+                     .sg_list = &sge,
+                     .num_sge = 1,
+                     .remote_addr = rd.to,
+                     .rkey = rd.stag};
+    int r = uw_post_send(s->qp, &wr, 1, NULL);
+    if (r < 0) {
+        uw__sdp_conn_zread_done(c, r);
+        uw__sdp_pump(s);
+    }
+    ssize_t got;
+    for (;;) {
+        got = uw__sdp_conn_zread_collect(c);
+        if (got != UW_EAGAIN)
+            break;
+        /* The Read writes into buf until it completes or the QP dies:
+         * the call waits for either, whatever signals come. */
+        uw__sdp_wait(s, POLLIN, 0);
+        if (s->conn != c) {
+            got = UW_ECONNRESET;
+            break;
+        }
+    }
+    revoke(s->zmr_dst);
+    uw__sdp_pump(s); /* the RdmaRdCompl */
+    return got;
+}
+
+/* A SrcAvail arrived: a blocked reader takes it; otherwise a nonblocking
+ * socket refuses it at once and a blocking one after UW__SDP_ZC_WAIT_MS. */
+void uw__sdp_zc_arrived(uw_sdp_sock *s)
+{
+    if (!s->conn || !uw__sdp_conn_zwaiting(s->conn) || s->zc_readers)
+        return;
+    if (s->nonblock || !s->zc_min) {
+        if (uw__sdp_conn_force_bcopy(s->conn) == 0)
+            uw__sdp_pump(s);
+        return;
+    }
+    if (!s->zc_ns) {
+        s->zc_ns = uw__sdp_deadline_ms(UW__SDP_ZC_WAIT_MS);
+        uw__sdp_arm(s->st, s->zc_ns);
+    }
+}
+
+void uw__sdp_zc_fire(uw_sdp_sock *s, uint64_t now)
+{
+    if (!s->zc_ns || now < s->zc_ns)
+        return;
+    s->zc_ns = 0;
+    if (s->conn && s->qp && uw__sdp_conn_zwaiting(s->conn) &&
+        uw__sdp_conn_force_bcopy(s->conn) == 0)
+        uw__sdp_pump(s);
+}
