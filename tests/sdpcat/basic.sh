@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # uwarp-sdpcat basics over loopback: a small file each way at once, empty
-# stdin, one direction only, IPv6, the -v JSON lines, and a refused
-# connection (nothing listening: exit 3).
+# stdin, one direction only, Read Zcopy (--zcopy-min), IPv6, the -v JSON
+# lines, and a refused connection (nothing listening: exit 3).
 . "$(dirname "$0")/lib.sh"
 
 head -c 100000 /dev/urandom >"$TMP/a.bin"
@@ -28,7 +28,9 @@ for side in l c; do
         [ -n "$(json_get "$setup" "$k")" ] || fail "small.$side: setup line lacks $k: $setup"
     done
     for k in sent received data_msgs_sent data_msgs_received credit_updates_sent sendsm_sent \
-        oob_sent oob_received chrcvbuf close; do
+        oob_sent oob_received chrcvbuf srcavail_sent srcavail_received sinkavail_sent \
+        sinkavail_received rdma_read_bytes rdma_write_bytes rdmardcompl rdmawrcompl \
+        sendsm_received cancels mode_changes bcopy_bytes zcopy_bytes zcopy_threshold close; do
         CHECKS=$((CHECKS + 1))
         [ -n "$(json_get "$exitl" "$k")" ] || fail "small.$side: exit line lacks $k: $exitl"
     done
@@ -73,6 +75,27 @@ pair otherway "$TMP/b.bin" /dev/null "--timeout 10" "--timeout 10"
 expect_eq "other way: connector rc ($(errs otherway))" 0 "$CRC"
 expect_eq "other way: listener rc ($(errs otherway))" 0 "$LRC"
 expect_true "other way: data" same "$TMP/b.bin" "$(f otherway.c).out"
+
+# Read Zcopy (section 9.2): 8 MiB one way with a threshold on both ends. The
+# counters must show that SrcAvails went out and the receiver RDMA-Read the
+# data, so a silent fall back to Bcopy fails here.
+head -c $((8 << 20)) /dev/urandom >"$TMP/z.bin"
+zopts="-v --timeout 10 --zcopy-min 65536 --recv-size 1048576"
+pair zcopy /dev/null "$TMP/z.bin" "$zopts" "$zopts"
+expect_eq "zcopy: connector rc ($(errs zcopy))" 0 "$CRC"
+expect_eq "zcopy: listener rc ($(errs zcopy))" 0 "$LRC"
+expect_eq "zcopy: sha256 of what arrived" "$(sha256sum <"$TMP/z.bin" | cut -d' ' -f1)" \
+    "$(sha256sum <"$(f zcopy.l).out" | cut -d' ' -f1)"
+zc=$(json_line "$(f zcopy.c).err" sent)
+zl=$(json_line "$(f zcopy.l).err" sent)
+expect_eq "zcopy: connector zcopy_threshold" 65536 "$(json_get "$zc" zcopy_threshold)"
+expect_eq "zcopy: listener zcopy_threshold" 65536 "$(json_get "$zl" zcopy_threshold)"
+CHECKS=$((CHECKS + 1))
+[ "$(json_get "$zc" srcavail_sent)" -gt 0 ] 2>/dev/null ||
+    fail "zcopy: sender's srcavail_sent > 0: $zc"
+CHECKS=$((CHECKS + 1))
+[ "$(json_get "$zl" rdma_read_bytes)" -gt 0 ] 2>/dev/null ||
+    fail "zcopy: receiver's rdma_read_bytes > 0: $zl"
 
 # IPv6 loopback: [::1]:PORT to listen, plain ::1 to connect.
 if python3 -c 'import socket; s=socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then

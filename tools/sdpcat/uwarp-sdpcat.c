@@ -7,7 +7,15 @@
  * progress thread moves credits, DisConns and handshakes while we sleep.
  * stdout is written with blocking writes: its reader is not the peer, so
  * waiting for it cannot deadlock the connection, and meanwhile the SDP
- * credits push back on the sender as TCP's window would. */
+ * credits push back on the sender as TCP's window would.
+ *
+ * Zero copy (Read Zcopy, 9.2) is the exception to "nothing blocks": the
+ * library lends only a blocking send()'s buffer to the peer and Reads only
+ * into a blocking recv()'s, and refuses a SrcAvail at once on a
+ * nonblocking socket. So while a threshold applies the socket is made
+ * blocking, sends of at least the threshold are blocking calls, and
+ * receives stay nonblocking in effect by being made only when the
+ * descriptor says data is waiting. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +44,7 @@
 #define SC_CHUNK_DEFAULT 65536u
 #define SC_CHUNK_MAX (16u << 20)
 #define SC_RECV_BUF 65536u
+#define SC_RECV_MAX (16u << 20)
 
 static const char HELP[] =
     "usage: uwarp-sdpcat [OPTIONS] -l [ADDR:]PORT   listen (Accepting Peer), serve one connection\n"
@@ -59,7 +68,24 @@ static const char HELP[] =
     "                     'listening on ADDR:PORT' (also printed with -v)\n"
     "  --pm               go through the SDP port mapper (see above)\n"
     "  --pm-server A:P    ask the port mapper at A:P ([v6addr]:P) instead of HOST:3935\n"
-    "  --chunk N          largest uw_sdp_send() call (1..16777216, default 65536)\n"
+    "  --chunk N          largest uw_sdp_send() call (1..16777216, default 65536, or\n"
+    "                     the zero-copy threshold if larger, up to 16777216)\n"
+    "  --recv-size N      buffer of each uw_sdp_recv() call (1..16777216, default\n"
+    "                     65536); a zero-copy receive Reads into it, so it bounds\n"
+    "                     each Read\n"
+    "  --zcopy-min N      UW_SDP_ZCOPY_THRESHOLD (Read Zcopy, section 9.2): a send of\n"
+    "                     at least N octets lends its buffer to the peer to RDMA-Read,\n"
+    "                     and a receive Reads advertised data into its buffer; 0\n"
+    "                     never (0..2147483647; default: the library's,\n"
+    "                     $UWARP_SDP_ZCOPY_MIN, else never). The library does this\n"
+    "                     only in blocking calls, so while a threshold applies such a\n"
+    "                     send blocks until the peer has the data, unbounded by\n"
+    "                     --timeout, and this side receives nothing meanwhile: two\n"
+    "                     sides sending at once, each in sends larger than the\n"
+    "                     other's receive buffers, can stall each other for good.\n"
+    "                     stdin from a pipe gives at most what the pipe holds\n"
+    "                     (usually 65536 octets) per send; a file gives --chunk.\n"
+    "                     With --oob-out receives stay nonblocking and never Read\n"
     "  --rcvbuf-size N    size of our receive Private Buffers (octets)\n"
     "  --bufs N           number of our receive Private Buffers (at least 4)\n"
     "  --nodelay          TCP_NODELAY: send partial messages at once\n"
@@ -84,7 +110,14 @@ static const char HELP[] =
     "                     and one at exit:\n"
     "                       {\"sent\",\"received\",\"data_msgs_sent\",\"data_msgs_received\",\n"
     "                        \"credit_updates_sent\",\"sendsm_sent\",\"oob_sent\",\n"
-    "                        \"oob_received\",\"chrcvbuf\",\"close\"}\n"
+    "                        \"oob_received\",\"chrcvbuf\",\"srcavail_sent\",\n"
+    "                        \"srcavail_received\",\"sinkavail_sent\",\n"
+    "                        \"sinkavail_received\",\"rdma_read_bytes\",\n"
+    "                        \"rdma_write_bytes\",\"rdmardcompl\",\"rdmawrcompl\",\n"
+    "                        \"sendsm_received\",\"cancels\",\"mode_changes\",\n"
+    "                        \"bcopy_bytes\",\"zcopy_bytes\",\"zcopy_threshold\",\n"
+    "                        \"close\"}\n"
+    "                     (rdmardcompl and rdmawrcompl count both directions)\n"
     "                     -vv also prints the library's log\n"
     "  -h, --help         this text\n"
     "\n"
@@ -105,6 +138,10 @@ typedef struct sc_opts {
     bool pm;
     const char *pm_server;
     uint32_t chunk;
+    bool chunk_set;
+    uint32_t recv_size;
+    bool zcopy_min_set; /* else the library's default threshold */
+    uint32_t zcopy_min;
     uint32_t rcvbuf_size, bufs; /* 0: library default */
     bool nodelay;
     bool oob_at_set;
@@ -123,12 +160,14 @@ struct sc {
     uw_sdp_sock *lis, *s;
     int oob_fd;
     uint8_t *ibuf; /* stdin chunk being sent */
+    size_t chunk;  /* ibuf's size */
     size_t ilen, ioff;
     bool ioob;       /* ibuf holds the one urgent octet */
     uint64_t in_off; /* stdin octets read so far */
     bool in_eof, shut_sent, peer_eof, closed;
+    uint32_t zc; /* zero-copy threshold in effect on an SDP connection (0: none) */
     char what[160];
-    uint8_t rbuf[SC_RECV_BUF];
+    uint8_t *rbuf; /* --recv-size octets */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -145,6 +184,7 @@ static int parse_args(int argc, char **argv, sc_opts *o)
 {
     memset(o, 0, sizeof(*o));
     o->chunk = SC_CHUNK_DEFAULT;
+    o->recv_size = SC_RECV_BUF;
     o->timeout_ms = -1;
     const char *pos[2];
     int npos = 0;
@@ -173,6 +213,14 @@ static int parse_args(int argc, char **argv, sc_opts *o)
         } else if ((r = cli_opt(argc, argv, &i, "--chunk", &v)) != 0) {
             if (r < 0 || parse_u32_opt("--chunk", v, 1, SC_CHUNK_MAX, &o->chunk) >= 0)
                 return SC_USAGE;
+            o->chunk_set = true;
+        } else if ((r = cli_opt(argc, argv, &i, "--recv-size", &v)) != 0) {
+            if (r < 0 || parse_u32_opt("--recv-size", v, 1, SC_RECV_MAX, &o->recv_size) >= 0)
+                return SC_USAGE;
+        } else if ((r = cli_opt(argc, argv, &i, "--zcopy-min", &v)) != 0) {
+            if (r < 0 || parse_u32_opt("--zcopy-min", v, 0, INT32_MAX, &o->zcopy_min) >= 0)
+                return SC_USAGE;
+            o->zcopy_min_set = true;
         } else if ((r = cli_opt(argc, argv, &i, "--rcvbuf-size", &v)) != 0) {
             if (r < 0 || parse_u32_opt("--rcvbuf-size", v, 1, INT32_MAX, &o->rcvbuf_size) >= 0)
                 return SC_USAGE;
@@ -321,6 +369,12 @@ static int pre_options(struct sc *c, uw_sdp_sock *s)
     if (o->bufs && (rc = set_int(c, s, SOL_UWARP, UW_SDP_BUFS, (int)o->bufs, "--bufs")) >= 0)
         return rc;
     if (o->pm && (rc = set_int(c, s, SOL_UWARP, UW_SDP_PM, 1, "UW_SDP_PM (--pm)")) >= 0)
+        return rc;
+    /* Set before connect/accept rather than after: an accepted socket
+     * inherits it, and a SrcAvail the peer sends right after setup then
+     * finds it in effect. */
+    if (o->zcopy_min_set && (rc = set_int(c, s, SOL_UWARP, UW_SDP_ZCOPY_THRESHOLD,
+                                          (int)o->zcopy_min, "--zcopy-min")) >= 0)
         return rc;
     return -1;
 }
@@ -560,16 +614,30 @@ static void print_setup_json(struct sc *c)
 
 static void print_exit_json(const uw_sdp_info *i, bool graceful)
 {
-    char line[640];
+    char line[1280];
     snprintf(line, sizeof(line),
              "{\"sent\":%llu,\"received\":%llu,\"data_msgs_sent\":%llu,"
              "\"data_msgs_received\":%llu,\"credit_updates_sent\":%llu,\"sendsm_sent\":%llu,"
-             "\"oob_sent\":%llu,\"oob_received\":%llu,\"chrcvbuf\":%llu,\"close\":\"%s\"}\n",
+             "\"oob_sent\":%llu,\"oob_received\":%llu,\"chrcvbuf\":%llu,"
+             "\"srcavail_sent\":%llu,\"srcavail_received\":%llu,\"sinkavail_sent\":%llu,"
+             "\"sinkavail_received\":%llu,\"rdma_read_bytes\":%llu,\"rdma_write_bytes\":%llu,"
+             "\"rdmardcompl\":%llu,\"rdmawrcompl\":%llu,\"sendsm_received\":%llu,"
+             "\"cancels\":%llu,\"mode_changes\":%llu,\"bcopy_bytes\":%llu,"
+             "\"zcopy_bytes\":%llu,\"zcopy_threshold\":%u,\"close\":\"%s\"}\n",
              (unsigned long long)i->sent, (unsigned long long)i->received,
              (unsigned long long)i->data_msgs_sent, (unsigned long long)i->data_msgs_received,
              (unsigned long long)i->credit_updates_sent, (unsigned long long)i->sendsm_sent,
              (unsigned long long)i->oob_sent, (unsigned long long)i->oob_received,
-             (unsigned long long)i->chrcvbuf_sent, graceful ? "graceful" : "abortive");
+             (unsigned long long)i->chrcvbuf_sent, (unsigned long long)i->srcavail_sent,
+             (unsigned long long)i->srcavail_received, (unsigned long long)i->sinkavail_sent,
+             (unsigned long long)i->sinkavail_received, (unsigned long long)i->rdma_read_bytes,
+             (unsigned long long)i->rdma_write_bytes,
+             (unsigned long long)(i->rdmardcompl_sent + i->rdmardcompl_received),
+             (unsigned long long)(i->rdmawrcompl_sent + i->rdmawrcompl_received),
+             (unsigned long long)i->sendsm_received, (unsigned long long)i->cancels,
+             (unsigned long long)i->mode_changes, (unsigned long long)i->bcopy_bytes,
+             (unsigned long long)i->zcopy_bytes, (unsigned)i->zcopy_threshold,
+             graceful ? "graceful" : "abortive");
     (void)cli_write_all(STDERR_FILENO, line, strlen(line));
 }
 
@@ -578,7 +646,7 @@ static void print_exit_json(const uw_sdp_info *i, bool graceful)
 static int read_stdin(struct sc *c)
 {
     const sc_opts *o = c->o;
-    size_t want = o->chunk;
+    size_t want = c->chunk;
     c->ioob = false;
     if (o->oob_at_set && c->in_off <= o->oob_at) {
         uint64_t before = o->oob_at - c->in_off;
@@ -610,7 +678,10 @@ static int read_stdin(struct sc *c)
 static int send_some(struct sc *c, bool *progress)
 {
     while (c->ioff < c->ilen) {
-        int flags = MSG_NOSIGNAL | MSG_DONTWAIT | (c->ioob ? MSG_OOB : 0);
+        int flags = MSG_NOSIGNAL | (c->ioob ? MSG_OOB : 0);
+        /* Only a blocking send lends its buffer (the top of this file). */
+        if (!c->zc || c->ioob || c->ilen - c->ioff < c->zc)
+            flags |= MSG_DONTWAIT;
         ssize_t n = uw_sdp_send(c->s, c->ibuf + c->ioff, c->ilen - c->ioff, flags);
         if (n == -EAGAIN)
             return -1;
@@ -657,9 +728,24 @@ static int recv_oob(struct sc *c, bool *got)
 static int recv_some(struct sc *c, bool *progress)
 {
     for (int rounds = 0; rounds < 64; rounds++) {
-        size_t want = sizeof(c->rbuf);
+        size_t want = c->o->recv_size;
         int flags = MSG_DONTWAIT;
-        if (c->oob_fd >= 0) {
+        if (c->zc && c->oob_fd < 0) {
+            /* A nonblocking recv() would turn an advertised buffer down
+             * (Bcopy instead of a Read), so this one blocks, but only once
+             * the descriptor says it will not wait. Not with --oob-out: its
+             * MSG_PEEK cannot see advertised data, so a blocking one could
+             * wait on a SrcAvail that only a Read would take. */
+            short rev = 0;
+            int n = wait_fd(uw_sdp_fd(c->s), POLLIN, 0, &rev); /* deadline 0: no wait */
+            if (n < 0) {
+                cli_msg("poll failed: %s", strerror(-n));
+                return SC_PROTO;
+            }
+            if (n == 0)
+                return -1;
+            flags = 0;
+        } else if (c->oob_fd >= 0) {
             /* As on Linux TCP, a read stops at the urgent mark, and a read
              * that starts there skips the out-of-line urgent octet, which is
              * then gone. Every call may bring in more messages, the urgent
@@ -873,6 +959,36 @@ static int wait_done(struct sc *c)
     return SC_OK;
 }
 
+/* With a zero-copy threshold in effect on an SDP connection (--zcopy-min or
+ * the library's default), makes the socket blocking (the top of this file)
+ * and, unless --chunk says otherwise, the stdin buffer at least the
+ * threshold, so a send can reach it. */
+static int zcopy_setup(struct sc *c)
+{
+    uw_sdp_info i;
+    if (!info_of(c, &i) || i.transport != 1 || !i.zcopy_threshold)
+        return -1;
+    int nb = 0;
+    int rc = uw_sdp_ioctl(c->s, FIONBIO, &nb);
+    if (rc < 0) {
+        cli_msg("cannot make the socket blocking for zero copy: %s (%s)", uw_strerror(rc),
+                uw_err_name(rc));
+        return SC_PROTO;
+    }
+    c->zc = i.zcopy_threshold;
+    if (!c->o->chunk_set && c->zc > c->chunk) {
+        size_t n = c->zc < SC_CHUNK_MAX ? c->zc : SC_CHUNK_MAX;
+        uint8_t *b = realloc(c->ibuf, n);
+        if (!b) {
+            cli_msg("out of memory for a %zu-octet send buffer (--zcopy-min)", n);
+            return SC_PROTO;
+        }
+        c->ibuf = b;
+        c->chunk = n;
+    }
+    return -1;
+}
+
 static int run(const sc_opts *o)
 {
     struct sc *c = calloc(1, sizeof(*c));
@@ -886,9 +1002,16 @@ static int run(const sc_opts *o)
     struct sockaddr_storage pm_ss;
     socklen_t pm_len = 0;
     int rc = -1;
+    c->chunk = o->chunk;
     c->ibuf = malloc(o->chunk);
     if (!c->ibuf) {
         cli_msg("out of memory for a %u-octet --chunk", o->chunk);
+        rc = SC_PROTO;
+        goto out;
+    }
+    c->rbuf = malloc(o->recv_size);
+    if (!c->rbuf) {
+        cli_msg("out of memory for a %u-octet --recv-size", o->recv_size);
         rc = SC_PROTO;
         goto out;
     }
@@ -904,6 +1027,8 @@ static int run(const sc_opts *o)
         goto out;
     rc = o->listen_spec ? run_listen(c) : run_connect(c);
     if (rc >= 0)
+        goto out;
+    if ((rc = zcopy_setup(c)) >= 0)
         goto out;
     if (o->verbose)
         print_setup_json(c);
@@ -943,6 +1068,7 @@ out:
     if (c->oob_fd >= 0)
         close(c->oob_fd);
     free(c->ibuf);
+    free(c->rbuf);
     free(c);
     return rc;
 }
