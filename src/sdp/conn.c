@@ -205,6 +205,12 @@ void uw__sdp_conn_llp_closed(uw_sdp_conn *c, int err)
         c->st.graceful = c->disconn_sent && !err;
         if (c->tf_n && (err || !c->disconn_sent))
             c->err = c->fatal = UW_EPIPE;
+        if (c->zs.state != ZS_NONE && c->zs.state != ZS_DONE) {
+            /* A zero-copy send the peer will never finish: its buffer
+             * goes back with EPIPE, as unsent Bcopy data does. */
+            c->err = c->fatal = UW_EPIPE;
+            uw__sdp_zs_abort(c);
+        }
         return;
     }
     int e = err == UW_ETIMEDOUT ? UW_ETIMEDOUT : UW_ECONNRESET;

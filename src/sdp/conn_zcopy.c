@@ -86,7 +86,14 @@ int uw__sdp_zs_next(uw_sdp_conn *c, int32_t credit, uw_sdp_tx *out)
     zsrc *z = &c->zs;
     if (z->state != ZS_QUEUED || credit < 3 || c->sent_msgs_data < z->barrier || c->zs_mem_busy)
         return 0;
-    if (c->tx_mode != UW_SDP_COMB_MODE) { /* changed meanwhile: Bcopy it all */
+    /* A ChRcvBuf decrease since zsend() (10.6) applies at once. */
+    uint32_t room = uw__sdp_max_payload(c);
+    if (room > UW_SDP_SRCAH_LEN && z->pay > room - UW_SDP_SRCAH_LEN)
+        z->pay = room - UW_SDP_SRCAH_LEN;
+    if (c->tx_mode != UW_SDP_COMB_MODE || room <= UW_SDP_SRCAH_LEN) {
+        /* No SrcAvail possible now (mode changed, buffers too small for
+         * one with payload): Bcopy it all. */
+        z->pay = 0;
         z->state = ZS_BCOPY;
         return 0;
     }

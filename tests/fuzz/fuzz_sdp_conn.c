@@ -1,6 +1,10 @@
-/* Fuzz target: the SDP connection core's receive side (src/sdp/conn*.c),
- * two cores joined in memory by tests/unit/sdp_pair.h, with messages from a
- * peer that breaks the rules mixed into the real peer's.
+/* Fuzz target: the SDP connection core's receive side (src/sdp/conn*.c)
+ * and Read Zcopy (9.2) in both roles, two cores joined in memory by
+ * tests/unit/sdp_pair.h, with messages from a peer that breaks the rules
+ * mixed into the real peer's. The harness stands for the verbs layer as
+ * test_sdp_zcopy.c does: a registry of each side's zero-copy buffers,
+ * RDMA Reads served from it, STags invalidated by Sends with Invalidate
+ * and revoked (the buffer freed, for ASan) when zsend_poll reports the end.
  *
  * Input:  b0  bits 0-1 Connecting Peer's receive buffer size (37, 100, 1024,
  *             70000), bits 2-3 the Accepting Peer's, bit 4/5 SO_OOBINLINE
@@ -8,18 +12,25 @@
  *         b1  bits 0-3 side 0's receive buffers - 3, bits 4-7 side 1's
  *         b2  bits 0-1 send buffer size (37, 256, 4096, 70000) of side 0,
  *             bits 2-3 of side 1, bits 4-7 send slots - 2
+ *         b3  bit 0/1 cfg.zcopy_sink on side 0/1
  *         then operations until the input ends: an octet o, side = o & 1,
  *         operation (o >> 1) % OP_COUNT, then its arguments:
  *   RAW      u8 h, u16 n, n octets: a message of n octets (at most the
  *            posted buffer's length) into side's next posted receive; with
- *            h & 0x80 the completion claims (h & 0x7f) + 1 more octets
+ *            h & 0x80 the completion claims (h & 0x7f) + 1 more octets,
+ *            without it h & 0x40 makes it a Send with Invalidate of side's
+ *            current STag (h & 0x20) or of another (h & 0x1f away)
  *   MSG      u8 mid selector, u8 flags, u8 bufs mode, u16 bufs, s8 MSeq
  *            delta, s8 MSeqAck delta, u32 value, u16 payload length, the
  *            extended header's other octets and payload from the input: a
  *            well-formed message (Len right unless flags bit 3 is set; then
  *            Len comes from the value) with MSeq = next expected + delta,
  *            MSeqAck = side's last sent + delta, Bufs = the peer's real
- *            posted count or the raw value
+ *            posted count or the raw value (bufs mode bit 0). Bufs mode bit
+ *            1: a Send with Invalidate, of side's current STag (bit 2) or of
+ *            another (bits 5-7 away); bit 3: a SrcAvail names the other
+ *            side's current STag, at its VA + bufs; bit 4: value below
+ *            side's current zero-copy length (RdmaRdCompl Len)
  *   SEND     u16 len (x 4 with the flags' bit 2), u8 flags (OOB, MORE)
  *   RECV     u16 len, u8 flags (OOB, PEEK)
  *   SHUT     u8 how      CHRCVBUF u32 size     SETOPT u8 opt, u32 value
@@ -28,19 +39,39 @@
  *   HOLD     toggle side's held Send completions (releasing them)
  *   ABORT    the application aborts          LLPDOWN u8 errs: the LLP goes
  *   FAILMEM  u8 k: the (k % 8 + 1)th allocation from now fails
- *   QUERY    poll, FIONREAD, SIOCATMARK, SO_ERROR, outq, stats
+ *   QUERY    poll, FIONREAD, SIOCATMARK, SO_ERROR, outq, stats, zwaiting,
+ *            zread_collect
+ *   ZSEND    u16 z: a zero-copy send of z octets (z & 0x8000: (z & 0x7fff)
+ *            x 32, up to 1 MiB) of side's stream, from a registered copy
+ *            with a fresh STag; one at a time
+ *   ZPOLL    zsend_poll; at the end the STag is revoked and the copy freed
+ *   ZREAD    u32 len: an RDMA Read of min(len, zavail) octets (at least 1),
+ *            left in flight
+ *   ZDONE    the Read in flight completes: the octets from the other side's
+ *            registration, or UW_ERDMAP_STAG where it has no valid one
+ *   FORCEBCOPY  force_bcopy
  *
  * Checked (abort on violation):
  *   - on_recv returns 0, UW_EPROTO or UW_EMSGSIZE; after an error the core
  *     is in ERROR, and once Send completions are released it has asked for
  *     an abortive LLP close (directly or after its AbortConn completed);
- *   - the real peer's payload is exactly its application's stream;
+ *   - the real peer's payload is exactly its application's stream; a
+ *     zero-copy send is part of it: its SrcAvail carries the first octets
+ *     and, past the octets the sink Read (st.zcopy_sent), Data the rest;
  *   - what the application reads is a subsequence, in order, of the payload
  *     octets delivered or injected (nothing made up, reordered or repeated,
  *     only urgent octets left out); a peek is one too; recv(MSG_OOB) gives
  *     the last octet of some OOB_PRES message;
+ *   - a Read of the real peer's advertisement starts where the last one
+ *     ended, after its SrcAvail's payload (9.2 step 2b), and gives the
+ *     stream's next octets: nothing delivered before it is read after it;
+ *   - zsend_poll ends with 1 and every octet, or with an error once the
+ *     connection failed, never stays in process after the connection
+ *     ended; send() takes nothing meanwhile; zread_done's outcome is what
+ *     zread_collect gives;
  *   - counters: Bufs posted equals the receives the harness holds, octets
- *     sent equal what send() took, FIONREAD never exceeds what arrived;
+ *     sent equal what send() and ended zero-copy sends took, FIONREAD
+ *     never exceeds what arrived; zavail is 0 without cfg.zcopy_sink;
  *   - no crash, leak or undefined behaviour (sanitizers).
  * UW_FUZZ_DEBUG prints every operation. */
 #include <poll.h>
@@ -55,6 +86,9 @@
 #define MAX_OPS 3000
 #define MAX_IO (256u * 1024u)
 #define LOG_CAP (4u << 20)
+#define ZRECS 8      /* zero-copy sends a side's stream check keeps track of */
+#define NSPOOF 16    /* STags of injected SrcAvails remembered per side */
+#define ZMAX 0xFFFE0 /* longest zero-copy send ZSEND makes */
 
 enum {
     OP_RAW,
@@ -71,6 +105,11 @@ enum {
     OP_LLPDOWN,
     OP_FAILMEM,
     OP_QUERY,
+    OP_ZSEND,
+    OP_ZPOLL,
+    OP_ZREAD,
+    OP_ZDONE,
+    OP_FORCEBCOPY,
     OP_COUNT
 };
 
@@ -107,9 +146,42 @@ typedef struct side_log { /* payload octets offered to a side, in order */
     uint8_t *p;
     size_t n, cap;
     size_t rd;       /* octets of p the reader is past */
+    uint64_t base;   /* octets dropped from the front (all read) */
+    bool lost;       /* octets were dropped unread: the check gave up */
     uint8_t urg[32]; /* bitset: values an urgent octet had */
     bool any_urg;
 } side_log;
+
+/* One zero-copy send, from ZSEND until its end was reported and the
+ * stream check has stepped over the octets the sink Read. */
+typedef struct zrec {
+    uint8_t *buf; /* the registered copy; NULL once revoked and freed */
+    uint32_t stag, len;
+    uint64_t va;
+    uint64_t pos;     /* stream position of its first octet */
+    uint64_t zc_base; /* the sender's st.zcopy_sent at the start */
+    uint64_t read;    /* octets the sink Read, once ended */
+    uint64_t skip;    /* octets the stream check stepped over */
+    uint32_t pay;     /* octets its SrcAvail carried, once delivered */
+    uint32_t rd_done; /* octets the peer's checked Reads took */
+    uint64_t log_end; /* the reader's log position after the SrcAvail's payload */
+    bool valid;       /* neither invalidated nor revoked */
+    bool ended, seen, skipped;
+} zrec;
+
+typedef struct zside {
+    zrec r[ZRECS]; /* FIFO: only the newest may be in process */
+    unsigned head, n;
+    /* Data Sink: the RDMA Read in flight */
+    bool rd_busy, rd_checked;
+    uw_sdp_zread rd;
+    uint8_t *dst;
+    /* STags named by injected SrcAvails: a Read of those is not the real
+     * peer's advertisement even where the STag is its registration. */
+    uint32_t spoof[NSPOOF];
+    unsigned nspoof;
+    bool spoof_all;
+} zside;
 
 static struct {
     sp_pair p;
@@ -121,6 +193,9 @@ static struct {
     uint32_t last_out[2]; /* MSeq of the last message side s sent that left its queue */
     bool failed[2];       /* on_recv gave side s an error */
     bool llp_down;
+    bool zsink[2];
+    zside z[2];
+    uint32_t next_stag;
     uint8_t io[MAX_IO];
     uint8_t msg[80000];
 } F;
@@ -134,8 +209,16 @@ static uint8_t pat(int s, uint64_t pos)
 static void log_add(int s, const uint8_t *p, size_t n)
 {
     side_log *l = &F.log[s];
-    if (l->n + n > LOG_CAP)
-        n = LOG_CAP - l->n; /* the subsequence check only gets weaker */
+    if (l->n + n > LOG_CAP && l->rd) { /* no check looks behind the reader */
+        memmove(l->p, l->p + l->rd, l->n - l->rd);
+        l->n -= l->rd;
+        l->base += l->rd;
+        l->rd = 0;
+    }
+    if (l->n + n > LOG_CAP) {
+        n = LOG_CAP - l->n;
+        l->lost = true;
+    }
     if (l->n + n > l->cap) {
         size_t cap = l->cap ? l->cap : 4096;
         while (cap < l->n + n)
@@ -146,6 +229,120 @@ static void log_add(int s, const uint8_t *p, size_t n)
     }
     memcpy(l->p + l->n, p, n);
     l->n += n;
+}
+
+/* Where the next octet logged for side s goes, counted from the start. */
+static uint64_t log_pos(int s)
+{
+    return F.log[s].base + F.log[s].n;
+}
+
+/* The octets before pos were delivered before what the reader took by an
+ * RDMA Read at pos: they may no longer be read. */
+static void log_skip_to(int s, uint64_t pos)
+{
+    side_log *l = &F.log[s];
+    if (pos > l->base + l->rd)
+        l->rd = pos - l->base < l->n ? (size_t)(pos - l->base) : l->n;
+}
+
+static zrec *zat(int s, unsigned i)
+{
+    return &F.z[s].r[(F.z[s].head + i) % ZRECS];
+}
+
+static zrec *zlast(int s)
+{
+    return F.z[s].n ? zat(s, F.z[s].n - 1) : NULL;
+}
+
+/* Side s's zero-copy send in process (zsend_poll has not ended it). */
+static zrec *zlive(int s)
+{
+    zrec *z = zlast(s);
+    return z && !z->ended ? z : NULL;
+}
+
+static zrec *zfind(int s, uint32_t stag)
+{
+    for (unsigned i = 0; i < F.z[s].n; i++)
+        if (zat(s, i)->stag == stag)
+            return zat(s, i);
+    return NULL;
+}
+
+static void zretire(int s)
+{
+    zside *zs = &F.z[s];
+    while (zs->n && zs->r[zs->head].ended && zs->r[zs->head].skipped) {
+        zs->head = (zs->head + 1) % ZRECS;
+        zs->n--;
+    }
+}
+
+/* A STag for a Send with Invalidate to side s: its current one, or one
+ * `away` past it (never issued, or issued later). */
+static uint32_t pick_stag(int s, bool cur, unsigned away)
+{
+    const zrec *z = zlast(s);
+    uint32_t stag = z ? z->stag : F.next_stag;
+    return cur ? stag : stag + 1 + away;
+}
+
+/* The engine invalidates before it delivers, whatever SDP then makes of
+ * the message. */
+static void invalidate(int s, uint32_t stag)
+{
+    zrec *z = zfind(s, stag);
+    if (z)
+        z->valid = false;
+}
+
+static void spoof_add(int s, uint32_t stag)
+{
+    zside *zs = &F.z[s];
+    for (unsigned i = 0; i < zs->nspoof; i++)
+        if (zs->spoof[i] == stag)
+            return;
+    if (zs->nspoof < NSPOOF)
+        zs->spoof[zs->nspoof++] = stag;
+    else
+        zs->spoof_all = true;
+}
+
+static bool spoofed(int s, uint32_t stag)
+{
+    const zside *zs = &F.z[s];
+    for (unsigned i = 0; i < zs->nspoof; i++)
+        if (zs->spoof[i] == stag)
+            return true;
+    return zs->spoof_all;
+}
+
+/* The octets the sink Read from a zero-copy send never cross the wire: once
+ * the stream check is past its SrcAvail's payload, the next payload of s
+ * continues after them. The sink's RdmaRdCompls (st.zcopy_sent) count them,
+ * and no more can come once the send carries payload again (SendSm seen,
+ * or ended). */
+static void zskip(int s)
+{
+    for (unsigned i = 0; i < F.z[s].n; i++) {
+        zrec *z = zat(s, i);
+        if (z->skipped)
+            continue;
+        if (!z->seen || F.wire_pos[s] != z->pos + z->pay)
+            break;
+        if (z->ended) {
+            z->skip = z->read;
+        } else {
+            uw_sdp_stats st;
+            uw__sdp_conn_stats(F.p.s[s].c, &st);
+            z->skip = st.zcopy_sent - z->zc_base;
+        }
+        F.wire_pos[s] += z->skip;
+        z->skipped = true;
+    }
+    zretire(s);
 }
 
 /* The payload the core would see in this message, if it decodes. */
@@ -172,10 +369,28 @@ static void tap(void *ud, const sp_side *from, const sp_msg *m)
     FZ_CHECK(uw__sdp_decode(m->data, m->len, &d) == 0); /* the core builds valid messages */
     F.last_out[s] = d.bsdh.mseq;
     F.last_in[1 - s] = d.bsdh.mseq;
+    if (m->inv) { /* 9.2 step 3: only an RdmaRdCompl invalidates */
+        FZ_CHECK(d.bsdh.mid == UW_SDP_RDMARDCOMPL);
+        invalidate(1 - s, m->inv_stag);
+    }
+    if (d.payload_len)
+        zskip(s);
+    zrec *z = NULL;
+    if (d.bsdh.mid == UW_SDP_SRCAVAIL) {
+        z = zfind(s, d.u.avail.stag);
+        FZ_CHECK(z && !z->seen);
+        FZ_CHECK(d.u.avail.len == z->len && d.u.avail.va == z->va);
+        FZ_CHECK(F.wire_pos[s] == z->pos); /* after what was queued before, whole */
+        FZ_CHECK(d.payload_len > 0 && d.payload_len < z->len); /* 11.2 */
+        z->seen = true;
+        z->pay = d.payload_len;
+    }
     for (uint32_t i = 0; i < d.payload_len; i++)
         FZ_CHECK(d.payload[i] == pat(s, F.wire_pos[s] + i));
     F.wire_pos[s] += d.payload_len;
     offer(1 - s, m->data, m->len);
+    if (z)
+        z->log_end = log_pos(1 - s);
 }
 
 static void check_rc(int s, int rc)
@@ -190,8 +405,9 @@ static void check_rc(int s, int rc)
     }
 }
 
-/* A message into side s's next posted receive, as the driver reports it. */
-static void inject(int s, const uint8_t *m, uint32_t n, uint32_t claimed)
+/* A message into side s's next posted receive, as the driver reports it;
+ * with inv, a Send with Invalidate of stag. */
+static void inject(int s, const uint8_t *m, uint32_t n, uint32_t claimed, bool inv, uint32_t stag)
 {
     sp_side *x = &F.p.s[s];
     if (!x->rq_n || F.llp_down)
@@ -209,9 +425,18 @@ static void inject(int s, const uint8_t *m, uint32_t n, uint32_t claimed)
     uw_sdp_msg d;
     if (uw__sdp_decode(m, n, &d) == 0)
         F.last_in[s] = d.bsdh.mseq;
+    /* As the core will decode it: beyond n the buffer still holds an older
+     * message, maybe the real peer's SrcAvail. */
+    if (claimed <= p.len && uw__sdp_decode(p.addr, claimed, &d) == 0 &&
+        d.bsdh.mid == UW_SDP_SRCAVAIL)
+        spoof_add(s, d.u.avail.stag);
+    if (inv)
+        invalidate(s, stag);
     x->rcvd_msgs++;
-    int rc = uw__sdp_conn_on_recv(x->c, p.id, claimed);
-    FZ_DEBUG("  inject side %d: %u octets (claimed %u) into %u -> %d\n", s, n, claimed, p.id, rc);
+    int rc = inv ? uw__sdp_conn_on_recv_inv(x->c, p.id, claimed, stag)
+                 : uw__sdp_conn_on_recv(x->c, p.id, claimed);
+    FZ_DEBUG("  inject side %d: %u octets (claimed %u) into %u%s -> %d\n", s, n, claimed, p.id,
+             inv ? " with Invalidate" : "", rc);
     check_rc(s, rc);
     sp_drain_tx(x);
 }
@@ -242,6 +467,12 @@ static void put32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
+static void put64(uint8_t *p, uint64_t v)
+{
+    put32(p, (uint32_t)(v >> 32));
+    put32(p + 4, (uint32_t)v);
+}
+
 static void op_msg(int s, fz_in *in)
 {
     sp_side *x = &F.p.s[s];
@@ -251,6 +482,10 @@ static void op_msg(int s, fz_in *in)
     uint32_t value = fz_u32(in);
     uint16_t plen = fz_u16(in);
     uint8_t mid = sel >= 0xF0 ? (uint8_t)(sel << 4 | sel >> 4) : mids[sel % sizeof(mids)];
+    if (bmode & 0x10) { /* a Len the Data Source may accept */
+        const zrec *z = zlast(s);
+        value %= 1u + (z ? z->len : 65536u);
+    }
     int ext = uw__sdp_ext_len(mid);
     if (ext < 0)
         ext = 0;
@@ -279,6 +514,13 @@ static void op_msg(int s, fz_in *in)
         put32(m + 16, value); /* RWCH, RRCH, CRBH, CRBAH */
     if (mid == UW_SDP_SRCAVAIL || mid == UW_SDP_SINKAVAIL)
         put32(m + 16, value);
+    if (mid == UW_SDP_SRCAVAIL && (bmode & 8)) { /* the real peer's buffer */
+        const zrec *z = zlast(1 - s);
+        put32(m + 20, z ? z->stag : F.next_stag);
+        put64(m + 24, (z ? z->va : 0) + braw);
+    }
+    bool inv = (bmode & 2) != 0;
+    uint32_t stag = pick_stag(s, (bmode & 4) != 0, bmode >> 5);
     k = plen;
     const uint8_t *pl = fz_take(in, &k);
     if (k)
@@ -287,7 +529,7 @@ static void op_msg(int s, fz_in *in)
         m[16 + (size_t)ext + i] = (uint8_t)(i * 7 + 1);
     FZ_DEBUG("  msg side %d: mid %#x flags %#x bufs %u len %u payload %u\n", s, mid, m[1], bufs,
              len, plen);
-    inject(s, m, len, len);
+    inject(s, m, len, len, inv, stag);
 }
 
 /* Is a[0..n) a subsequence of the log from its read position? Commits the
@@ -300,7 +542,7 @@ static bool subseq(int s, const uint8_t *a, size_t n, bool peek)
         while (j < l->n && l->p[j] != a[i])
             j++;
         if (j >= l->n)
-            return false;
+            return l->lost; /* maybe one of those dropped */
         j++;
     }
     if (!peek)
@@ -346,8 +588,157 @@ static void op_send(int s, fz_in *in)
     sp_drain_tx(x);
     FZ_DEBUG("  send side %d: %zu flags %#x -> %zd\n", s, len, flags, r);
     FZ_CHECK(r <= (ssize_t)len);
+    if (zlive(s)) /* it owns the stream until zsend_poll ends it */
+        FZ_CHECK(r <= 0);
     if (r > 0)
         F.app_sent[s] += (uint64_t)r;
+}
+
+static void op_zsend(int s, fz_in *in)
+{
+    sp_side *x = &F.p.s[s];
+    zside *zs = &F.z[s];
+    uint16_t v = fz_u16(in);
+    uint32_t len = (v & 0x8000) ? (uint32_t)(v & 0x7fff) << 5 : v;
+    if (zlive(s)) {
+        uw_sdp_zsrc again = {.addr = F.io, .len = 1 + len % MAX_IO, .stag = 1, .va = 0};
+        int rc = uw__sdp_conn_zsend(x->c, &again);
+        FZ_DEBUG("  zsend side %d: %u while one is in process -> %d\n", s, again.len, rc);
+        FZ_CHECK(rc < 0);
+        return;
+    }
+    if (zs->n == ZRECS)
+        return;
+    zrec *z = zat(s, zs->n);
+    memset(z, 0, sizeof(*z));
+    z->buf = malloc(len ? len : 1);
+    FZ_CHECK(z->buf != NULL);
+    for (uint32_t i = 0; i < len; i++)
+        z->buf[i] = pat(s, F.app_sent[s] + i);
+    z->len = len;
+    z->stag = F.next_stag++;
+    z->va = (uint64_t)z->stag << 32 | 0x3000; /* not the address: Reads must use the VA */
+    z->pos = F.app_sent[s];
+    z->valid = true;
+    uw_sdp_stats st;
+    uw__sdp_conn_stats(x->c, &st);
+    z->zc_base = st.zcopy_sent;
+    uw_sdp_zsrc src = {.addr = z->buf, .len = len, .stag = z->stag, .va = z->va};
+    int rc = uw__sdp_conn_zsend(x->c, &src);
+    FZ_DEBUG("  zsend side %d: %u octets stag %#x -> %d\n", s, len, z->stag, rc);
+    if (rc < 0) {
+        free(z->buf);
+        z->buf = NULL;
+        return;
+    }
+    FZ_CHECK(rc == 0 && len > 0);
+    zs->n++;
+    sp_drain_tx(x);
+}
+
+static void op_zpoll(int s)
+{
+    sp_side *x = &F.p.s[s];
+    zrec *z = zlive(s);
+    uint64_t sent = UINT64_MAX;
+    int rc = uw__sdp_conn_zsend_poll(x->c, &sent);
+    FZ_DEBUG("  zsend_poll side %d -> %d, sent %llu\n", s, rc, (unsigned long long)sent);
+    if (!z) {
+        FZ_CHECK(rc == UW_EINVAL);
+        return;
+    }
+    int state = uw__sdp_conn_state(x->c);
+    FZ_CHECK(sent <= z->len);
+    if (rc == 0) { /* a connection that ended can never finish it */
+        FZ_CHECK(state == UW_SDP_S_OPEN);
+        return;
+    }
+    uw_sdp_stats st;
+    uw__sdp_conn_stats(x->c, &st);
+    if (rc == 1) {
+        FZ_CHECK(sent == z->len);
+        F.app_sent[s] += z->len;
+    } else {
+        FZ_CHECK(rc < 0 && (state == UW_SDP_S_ERROR || state == UW_SDP_S_CLOSED));
+        /* Nothing more can go: what it counted is what its messages
+         * carried. */
+        FZ_CHECK(st.sent >= F.app_sent[s] && st.sent - F.app_sent[s] <= z->len);
+        F.app_sent[s] = st.sent;
+    }
+    z->read = st.zcopy_sent - z->zc_base;
+    FZ_CHECK(z->read <= z->len);
+    if (z->skipped)
+        FZ_CHECK(z->skip == z->read);
+    z->ended = true;
+    z->valid = false;
+    free(z->buf);
+    z->buf = NULL;
+    zretire(s);
+}
+
+static void op_zread(int s, fz_in *in)
+{
+    sp_side *x = &F.p.s[s];
+    zside *zs = &F.z[s];
+    uint32_t len = fz_u32(in);
+    uint32_t za = uw__sdp_conn_zavail(x->c);
+    uw_sdp_zread rd;
+    if (zs->rd_busy || !za) {
+        FZ_CHECK(za == 0 || !zs->rd_busy); /* one at a time */
+        FZ_CHECK(uw__sdp_conn_zread(x->c, 1, &rd) == UW_EAGAIN);
+        return;
+    }
+    FZ_CHECK(uw__sdp_conn_zread(x->c, za + 1, &rd) == UW_EINVAL);
+    uint32_t k = len < za ? len : za;
+    if (!k)
+        k = 1;
+    FZ_CHECK(uw__sdp_conn_zread(x->c, k, &zs->rd) == 0);
+    FZ_DEBUG("  zread side %d: %u of %u: stag %#x to %#llx\n", s, k, za, zs->rd.stag,
+             (unsigned long long)zs->rd.to);
+    FZ_CHECK(zs->rd.len == k);
+    zrec *z = zfind(1 - s, zs->rd.stag);
+    zs->rd_checked = z && !spoofed(s, zs->rd.stag);
+    if (zs->rd_checked) { /* the real peer's advertisement */
+        FZ_CHECK(z->seen);
+        FZ_CHECK(zs->rd.to == z->va + z->pay + z->rd_done); /* 9.2 step 2b */
+        FZ_CHECK(k <= z->len - z->pay - z->rd_done);
+    }
+    /* No registration is longer: a longer Read fails without a buffer. */
+    zs->dst = k <= ZMAX ? malloc(k) : NULL;
+    zs->rd_busy = true;
+}
+
+/* The Read in flight completes, as the peer's engine serves it. */
+static void zdone(int s)
+{
+    sp_side *x = &F.p.s[s];
+    zside *zs = &F.z[s];
+    if (!zs->rd_busy)
+        return;
+    const uw_sdp_zread *rd = &zs->rd;
+    zrec *z = zfind(1 - s, rd->stag);
+    int64_t n = UW_ERDMAP_STAG;
+    if (z && z->valid && rd->to >= z->va && rd->to - z->va <= z->len &&
+        rd->len <= z->len - (rd->to - z->va)) {
+        FZ_CHECK(zs->dst != NULL);
+        memcpy(zs->dst, z->buf + (rd->to - z->va), rd->len);
+        n = rd->len;
+    }
+    uw__sdp_conn_zread_done(x->c, n);
+    ssize_t k = uw__sdp_conn_zread_collect(x->c);
+    FZ_DEBUG("  zread_done side %d: %lld -> %zd\n", s, (long long)n, k);
+    FZ_CHECK(k == n || (n > 0 && k == UW_ECONNRESET && uw__sdp_conn_state(x->c) == UW_SDP_S_ERROR));
+    if (k > 0 && zs->rd_checked) {
+        for (ssize_t i = 0; i < k; i++)
+            FZ_CHECK(zs->dst[i] == pat(1 - s, z->pos + z->pay + z->rd_done + (uint64_t)i));
+        z->rd_done += (uint32_t)k;
+        log_skip_to(s, z->log_end);
+    }
+    FZ_CHECK(uw__sdp_conn_zread_collect(x->c) == 0);
+    free(zs->dst);
+    zs->dst = NULL;
+    zs->rd_busy = false;
+    sp_drain_tx(x);
 }
 
 static void check_side(int s)
@@ -359,7 +750,13 @@ static void check_side(int s)
      * hearing of it: the DDP error that closes the LLP.) */
     if (!x->too_long)
         FZ_CHECK(st.bufs_posted == x->rq_n);
-    FZ_CHECK(st.sent == F.app_sent[s]);
+    const zrec *z = zlive(s);
+    if (z) /* counted as its messages carry it, or all at its end */
+        FZ_CHECK(st.sent >= F.app_sent[s] && st.sent - F.app_sent[s] <= z->len);
+    else
+        FZ_CHECK(st.sent == F.app_sent[s]);
+    if (!F.zsink[s])
+        FZ_CHECK(uw__sdp_conn_zavail(x->c) == 0);
     FZ_CHECK(uw__sdp_conn_inq(x->c) <= st.received);
     if (x->rc) { /* an error from a real delivery */
         check_rc(s, x->rc);
@@ -433,10 +830,12 @@ static void run_op(fz_in *in)
         size_t n = fz_u16(in);
         const uint8_t *b = fz_take(in, &n);
         uint32_t claimed = (uint32_t)n + ((h & 0x80) ? (h & 0x7fu) + 1u : 0u);
+        bool inv = (h & 0xc0) == 0x40;
+        uint32_t stag = pick_stag(s, (h & 0x20) != 0, h & 0x1fu);
         if (x->rq_n && claimed <= x->rq[x->rq_head].len)
-            inject(s, b, (uint32_t)n, claimed);
+            inject(s, b, (uint32_t)n, claimed, inv, stag);
         else if (x->rq_n && (h & 0x80))
-            inject(s, b, (uint32_t)n, claimed); /* longer than the buffer: EMSGSIZE */
+            inject(s, b, (uint32_t)n, claimed, inv, stag); /* longer than the buffer: EMSGSIZE */
         break;
     }
     case OP_MSG:
@@ -499,6 +898,25 @@ static void run_op(fz_in *in)
     case OP_FAILMEM:
         F.fa.fail_at = F.fa.count + 1 + fz_u8(in) % 8u;
         break;
+    case OP_ZSEND:
+        op_zsend(s, in);
+        break;
+    case OP_ZPOLL:
+        op_zpoll(s);
+        break;
+    case OP_ZREAD:
+        op_zread(s, in);
+        break;
+    case OP_ZDONE:
+        zdone(s);
+        break;
+    case OP_FORCEBCOPY: {
+        int rc = uw__sdp_conn_force_bcopy(x->c);
+        FZ_DEBUG("  force_bcopy side %d -> %d\n", s, rc);
+        FZ_CHECK(rc == 0 || rc == UW_EAGAIN);
+        sp_drain_tx(x);
+        break;
+    }
     default: {
         unsigned pb = uw__sdp_conn_poll(x->c);
         (void)pb;
@@ -509,6 +927,8 @@ static void run_op(fz_in *in)
         (void)uw__sdp_conn_why(x->c);
         uw_sdp_params pa;
         (void)uw__sdp_conn_params(x->c, &pa);
+        (void)uw__sdp_conn_zwaiting(x->c);
+        FZ_CHECK(uw__sdp_conn_zread_collect(x->c) == (F.z[s].rd_busy ? UW_EAGAIN : 0));
         break;
     }
     }
@@ -521,8 +941,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     fz_in in;
     fz_in_init(&in, data, size);
-    uint8_t b0 = fz_u8(&in), b1 = fz_u8(&in), b2 = fz_u8(&in);
+    uint8_t b0 = fz_u8(&in), b1 = fz_u8(&in), b2 = fz_u8(&in), b3 = fz_u8(&in);
     memset(&F.log, 0, sizeof(F.log));
+    memset(F.z, 0, sizeof(F.z));
+    F.next_stag = 0x5a000100;
     memset(F.app_sent, 0, sizeof(F.app_sent));
     memset(F.wire_pos, 0, sizeof(F.wire_pos));
     memset(F.last_in, 0, sizeof(F.last_in));
@@ -537,6 +959,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         cfg[s].rcv_bufs = (uint16_t)(UW_SDP_MIN_BUFS + ((b1 >> (4 * s)) & 15));
         cfg[s].tx_size = tx_sizes[(b2 >> (2 * s)) & 3];
         cfg[s].tx_slots = (uint16_t)(2 + (b2 >> 4));
+        cfg[s].zcopy_sink = F.zsink[s] = (b3 >> s) & 1;
         cfg[s].alloc = &F.fa.a;
     }
     FZ_CHECK(sp_setup_tap(&F.p, &cfg[0], &cfg[1], tap, NULL) == 0);
@@ -549,9 +972,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (unsigned i = 0; i < MAX_OPS && fz_left(&in); i++)
         run_op(&in);
-    /* Completions come back; a core that failed has asked for the abort. */
+    /* Reads in flight end; completions come back; a core that failed has
+     * asked for the abort. */
     for (int s = 0; s < 2; s++) {
         sp_side *x = &F.p.s[s];
+        zdone(s);
         x->hold_completions = false;
         sp_release_completions(x);
         sp_drain_tx(x);
@@ -564,7 +989,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FZ_CHECK(uw__sdp_conn_llp_action(F.p.s[s].c) != UW_SDP_LLP_NONE);
     }
     sp_free(&F.p);
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < 2; s++) {
         free(F.log[s].p);
+        for (unsigned i = 0; i < F.z[s].n; i++)
+            free(zat(s, i)->buf); /* the core is gone: nothing refers to them */
+    }
     return 0;
 }
