@@ -105,12 +105,11 @@ struct uw_sdp_socket {
     const char *transport_why;
 
     /* Read Zcopy (sdp_zcopy.c). */
-    uint32_t zc_min;       /* UW_SDP_ZCOPY_THRESHOLD: 0 never */
-    uw_mr *zmr_src;        /* our SrcAvail's buffer: granted per send */
-    uw_mr *zmr_dst;        /* the reader's buffer under our RDMA Read */
-    unsigned zc_readers;   /* threads blocked in recv() on this socket */
-    uint64_t zc_ns;        /* a SrcAvail nobody reads: SendSm at this time (0: none) */
-    uint64_t zc_rcvd_seen; /* SrcAvails received when last looked at */
+    uint32_t zc_min;     /* UW_SDP_ZCOPY_THRESHOLD: 0 never */
+    uw_mr *zmr_src;      /* our SrcAvail's buffer: granted per send */
+    uw_mr *zmr_dst;      /* the reader's buffer under our RDMA Read */
+    unsigned zc_readers; /* threads blocked in recv() on this socket */
+    uint64_t zc_ns;      /* a SrcAvail nobody reads: SendSm at this time (0: none) */
 };
 
 struct uw_sdp_stack {

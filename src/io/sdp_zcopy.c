@@ -55,12 +55,8 @@ uint32_t uw__sdp_zc_default(void)
  * and a new key. */
 static int grant(uw_sdp_sock *s, uw_mr **mr, void *addr, size_t len, unsigned access)
 {
-    if (!*mr) {
-        int r = uw_mr_reg(s->st->pd, addr, len, access, mr);
-        if (r < 0)
-            return r;
-        return 0;
-    }
+    if (!*mr)
+        return uw_mr_reg(s->st->pd, addr, len, access, mr);
     (*mr)->addr = addr;
     (*mr)->len = len;
     (*mr)->access = access;

@@ -202,6 +202,9 @@ void uw__sdp_skip_urgent(uw_sdp_conn *c);
 int uw__sdp_tx_init(uw_sdp_conn *c);
 void uw__sdp_tx_free(uw_sdp_conn *c);
 int32_t uw__sdp_send_credit(const uw_sdp_conn *c);
+/* What send() reports in this state (ENOTCONN, the pending error once,
+ * EPIPE), or 0 when sending is possible. */
+int uw__sdp_send_state_error(uw_sdp_conn *c);
 int32_t uw__sdp_peer_credit_est(const uw_sdp_conn *c);
 void uw__sdp_seal(uw_sdp_conn *c);
 uint32_t uw__sdp_max_payload(const uw_sdp_conn *c);

@@ -470,7 +470,7 @@ size_t uw__sdp_fill_from(uw_sdp_conn *c, const uint8_t *src, size_t len, uint32_
     return fill_from(c, src, len, maxp, &last);
 }
 
-static int send_state_error(uw_sdp_conn *c)
+int uw__sdp_send_state_error(uw_sdp_conn *c)
 {
     if (c->state == UW_SDP_S_IDLE || c->state == UW_SDP_S_HELLO)
         return UW_ENOTCONN;
@@ -488,7 +488,7 @@ ssize_t uw__sdp_conn_send(uw_sdp_conn *c, const struct iovec *iov, int iovcnt, u
 {
     if (iovcnt < 0 || (iovcnt && !iov))
         return UW_EINVAL;
-    int e = send_state_error(c);
+    int e = uw__sdp_send_state_error(c);
     if (e)
         return e;
     /* One writer's zero-copy send owns the stream until it ends (11.2:

@@ -11,15 +11,9 @@ int uw__sdp_conn_zsend(uw_sdp_conn *c, const uw_sdp_zsrc *z)
 {
     if (!z || !z->addr || !z->len || z->len > UW_SDP_MAX_ADVERT_LEN)
         return UW_EINVAL;
-    if (c->state == UW_SDP_S_IDLE || c->state == UW_SDP_S_HELLO)
-        return UW_ENOTCONN;
-    if (c->err) {
-        int e = c->err;
-        c->err = 0;
+    int e = uw__sdp_send_state_error(c);
+    if (e)
         return e;
-    }
-    if (c->shut_wr || c->state != UW_SDP_S_OPEN)
-        return UW_EPIPE;
     if (c->zs.state != ZS_NONE)
         return UW_EBUSY;
     /* Figure 25: no SrcAvail in Buffered Mode; Pipelined (no payload) is

@@ -226,8 +226,9 @@ static inline long sp_recv(sp_side *x, void *buf, size_t len, unsigned flags)
     return n;
 }
 
-/* Injects a raw message into x as if the peer had sent it. */
-static inline int sp_inject(sp_side *x, const void *msg, uint32_t len)
+/* Injects a raw message into x as if the peer had sent it; with inv, as a
+ * Send with Invalidate of stag. */
+static inline int sp_inject_as(sp_side *x, const void *msg, uint32_t len, bool inv, uint32_t stag)
 {
     if (!x->rq_n)
         return -1000;
@@ -236,24 +237,20 @@ static inline int sp_inject(sp_side *x, const void *msg, uint32_t len)
     x->rq_n--;
     memcpy(p.addr, msg, len);
     x->rcvd_msgs++;
-    int rc = uw__sdp_conn_on_recv(x->c, p.id, len);
+    int rc = inv ? uw__sdp_conn_on_recv_inv(x->c, p.id, len, stag)
+                 : uw__sdp_conn_on_recv(x->c, p.id, len);
     sp_drain_tx(x);
     return rc;
 }
 
-/* As sp_inject, for a Send with Invalidate of stag. */
+static inline int sp_inject(sp_side *x, const void *msg, uint32_t len)
+{
+    return sp_inject_as(x, msg, len, false, 0);
+}
+
 static inline int sp_inject_inv(sp_side *x, const void *msg, uint32_t len, uint32_t stag)
 {
-    if (!x->rq_n)
-        return -1000;
-    uw_sdp_post p = x->rq[x->rq_head];
-    x->rq_head = (x->rq_head + 1) % SP_MAXQ;
-    x->rq_n--;
-    memcpy(p.addr, msg, len);
-    x->rcvd_msgs++;
-    int rc = uw__sdp_conn_on_recv_inv(x->c, p.id, len, stag);
-    sp_drain_tx(x);
-    return rc;
+    return sp_inject_as(x, msg, len, true, stag);
 }
 
 /* Builds a header-only or Data message with the given fields. */

@@ -575,22 +575,27 @@ static void r_write(sp_side *x, rdir *d)
     free(buf);
 }
 
+/* The reader's RDMA Read in flight completes now. */
+static void r_complete(sp_side *x, rdir *d)
+{
+    int64_t n = do_read(&d->rd, d->rd_dst);
+    assert_true(n > 0); /* the source's buffer is still granted */
+    uw__sdp_conn_zread_done(x->c, n);
+    ssize_t k = uw__sdp_conn_zread_collect(x->c);
+    assert_int_equal(k, n);
+    check_slice(d, d->rcvd, d->rd_dst, (size_t)k);
+    d->rcvd += (uint64_t)k;
+    free(d->rd_dst);
+    d->rd_pending = false;
+    d->zreads++;
+    sp_drain_tx(x);
+}
+
 static void r_read(sp_side *x, rdir *d)
 {
     if (d->rd_pending) {
-        if (rnd(2))
-            return; /* still in flight */
-        int64_t n = do_read(&d->rd, d->rd_dst);
-        assert_true(n > 0); /* the source's buffer is still granted */
-        uw__sdp_conn_zread_done(x->c, n);
-        ssize_t k = uw__sdp_conn_zread_collect(x->c);
-        assert_int_equal(k, n);
-        check_slice(d, d->rcvd, d->rd_dst, (size_t)k);
-        d->rcvd += (uint64_t)k;
-        free(d->rd_dst);
-        d->rd_pending = false;
-        d->zreads++;
-        sp_drain_tx(x);
+        if (!rnd(2))
+            r_complete(x, d); /* else still in flight */
         return;
     }
     uint32_t za = uw__sdp_conn_zavail(x->c);
@@ -663,17 +668,8 @@ static void one_run(uint64_t seed, unsigned steps)
             sp_drain_tx(&p.s[i]);
             if (w->zr)
                 r_write(&p.s[i], w);
-            if (rdd->rd_pending) {
-                int64_t n = do_read(&rdd->rd, rdd->rd_dst);
-                assert_true(n > 0);
-                uw__sdp_conn_zread_done(p.s[i].c, n);
-                ssize_t k = uw__sdp_conn_zread_collect(p.s[i].c);
-                check_slice(rdd, rdd->rcvd, rdd->rd_dst, (size_t)k);
-                rdd->rcvd += (uint64_t)k;
-                free(rdd->rd_dst);
-                rdd->rd_pending = false;
-                sp_drain_tx(&p.s[i]);
-            }
+            if (rdd->rd_pending)
+                r_complete(&p.s[i], rdd);
             uint32_t za = uw__sdp_conn_zavail(p.s[i].c);
             if (za) {
                 assert_int_equal(uw__sdp_conn_zread(p.s[i].c, za, &rdd->rd), 0);
