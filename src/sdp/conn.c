@@ -57,6 +57,7 @@ int uw__sdp_conn_create(uw_sdp_conn **out, const uw_sdp_conn_cfg *cfg)
     c->minv = 1;
     c->rcvlowat = 1;
     c->tx_mode = c->rx_mode = UW_SDP_COMB_MODE; /* 8.1.1 steps 6 and 7e */
+    c->mc_want = 0xff;
     c->tx_usable = k.tx_slots;
     c->rx_grow_max = k.rcv_bufs_max > RX_CAP ? RX_CAP : k.rcv_bufs_max;
     c->tx_grow_max = k.tx_slots_max > TX_CAP ? TX_CAP : k.tx_slots_max;
@@ -142,6 +143,9 @@ static void begin_abort(uw_sdp_conn *c)
     c->chr_pending = c->chra_due = c->sendsm_due = c->sinkcancelack_due = false;
     c->sendsm_extra = 0;
     c->rrc_due = false;
+    c->sk_n = c->wrc_n = 0;
+    c->mc_want = 0xff;
+    c->mc_rx_comb = false;
     uw__sdp_zs_abort(c);
     if (c->disconn_sent && !c->llp_gone && !c->abortconn_sent && c->state == UW_SDP_S_OPEN)
         c->abort_pending = true;
@@ -498,26 +502,6 @@ static int account_srcavail(uw_sdp_conn *c, const uw_sdp_msg *m)
     return 0;
 }
 
-static int on_sinkavail(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
-{
-    c->st.sinkavail_received++;
-    /* Figure 25: only a Pipelined send half-connection accepts SinkAvail. */
-    if (c->tx_mode != UW_SDP_PIPE_MODE)
-        return uw__sdp_violate(
-            c, "Figure 25: SinkAvail received while our send half is not Pipelined");
-    /* 9.5.1 step 4, then 9.5.2.2: a current advertisement is left unused
-     * (Bcopy forced); our next payload message completes it at the sink. */
-    if (m->u.avail.non_discards != c->pnd)
-        c->pnd--;
-    else
-        c->sinkavail_ignored++;
-    if (m->payload_len) /* a Transaction's request data (9.4) */
-        uw__sdp_queue_payload(c, id, m);
-    else
-        uw__sdp_rx_release(c, id);
-    return 0;
-}
-
 static int on_modechange(uw_sdp_conn *c, const uw_sdp_msg *m)
 {
     uint8_t to = m->u.mch.mode;
@@ -537,8 +521,11 @@ static int on_modechange(uw_sdp_conn *c, const uw_sdp_msg *m)
               (from == UW_SDP_PIPE_MODE && to == UW_SDP_COMB_MODE);
     if (!ok)
         return uw__sdp_violate(c, "12/Figure 26: ModeChange to the current or an unreachable Mode");
-    if (from == UW_SDP_COMB_MODE && to == UW_SDP_BUFF_MODE && c->sa_n)
+    if (from == UW_SDP_COMB_MODE && to == UW_SDP_BUFF_MODE && c->sa_n &&
+        !c->sa[c->sa_head % 64].sendsm_sent) /* SendSm Processes it (12.1) */
         return uw__sdp_violate(c, "12.1: ModeChange to Buffered before the SrcAvail was Processed");
+    if (from == UW_SDP_PIPE_MODE) /* Figure 29: our SinkAvail is discarded */
+        uw__sdp_zk_drop(c);
     c->rx_mode = to;
     c->st.mode_changes++;
     return 0;
@@ -604,6 +591,8 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
     bool payload = m->payload_len > 0;
     if (payload && (c->rcv_eof || c->abort_rcvd))
         return uw__sdp_violate(c, "8.2.1: ULP payload after DisConn");
+    if (payload)
+        uw__sdp_wz_payload_in(c, m->payload_len);
     if (payload && m->bsdh.mid != UW_SDP_SRCAVAIL && c->sa_n) {
         int rc = account_srcavail(c, m);
         if (rc < 0)
@@ -636,7 +625,7 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
     case UW_SDP_SRCAVAIL:
         return uw__sdp_on_srcavail(c, id, m);
     case UW_SDP_SINKAVAIL:
-        return on_sinkavail(c, id, m);
+        return uw__sdp_on_sinkavail(c, id, m);
     default:
         break;
     }
@@ -646,7 +635,8 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
         if (c->rcv_eof)
             return uw__sdp_violate(c, "8.2.1: a second DisConn");
         c->rcv_eof = true;
-        /* 8.2.1 remote step 1: our SinkAvails are canceled (we send none). */
+        /* 8.2.1 remote step 1: our SinkAvails are canceled. */
+        uw__sdp_zk_drop(c);
         uw__sdp_check_closed(c);
         return 0;
     case UW_SDP_ABORTCONN:
@@ -661,9 +651,9 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
     case UW_SDP_RDMARDCOMPL:
         return uw__sdp_on_rdmardcompl(c, m);
     case UW_SDP_RDMAWRCOMPL:
-        return uw__sdp_violate(c, "9.3: RdmaWrCompl without a SinkAvail of ours");
+        return uw__sdp_on_rdmawrcompl(c, m);
     case UW_SDP_SINKCANCELACK:
-        return uw__sdp_violate(c, "9.5.5: SinkCancelAck without a SinkAvailCancel of ours");
+        return uw__sdp_on_sinkcancelack(c);
     case UW_SDP_MODECHANGE:
         return on_modechange(c, m);
     case UW_SDP_SRCAVAILCANCEL: {
@@ -685,11 +675,7 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
         return 0;
     }
     case UW_SDP_SINKAVAILCANCEL:
-        /* 9.5.5: with every SinkAvail Processed it is ignored. */
-        if (c->sinkavail_ignored) {
-            c->sinkavail_ignored = 0;
-            c->sinkcancelack_due = true;
-        }
+        uw__sdp_on_sinkavailcancel(c);
         return 0;
     case UW_SDP_CHRCVBUF:
         return on_chrcvbuf(c, m);
@@ -781,10 +767,10 @@ int uw__sdp_conn_on_recv(uw_sdp_conn *c, uint32_t id, uint32_t len)
     c->last_rcvd = m.bsdh.mseq;
     c->peer_bufs = m.bsdh.bufs;
     c->peer_ack = m.bsdh.mseqack;
-    if (c->rx_inv && m.bsdh.mid != UW_SDP_RDMARDCOMPL) {
+    if (c->rx_inv && m.bsdh.mid != UW_SDP_RDMARDCOMPL && m.bsdh.mid != UW_SDP_RDMAWRCOMPL) {
         uw__sdp_rx_release(c, id);
-        return uw__sdp_violate(c, "9.2 step 3: Send with Invalidate on a message other than "
-                                  "RdmaRdCompl");
+        return uw__sdp_violate(c, "9.2 step 3/9.3 step 2: Send with Invalidate on a message "
+                                  "other than RdmaRdCompl or RdmaWrCompl");
     }
     rc = dispatch(c, id, &m);
     if (rc < 0 && c->rx[id].state == RX_POSTED)

@@ -343,6 +343,73 @@ ssize_t uw__sdp_conn_zread_collect(uw_sdp_conn *c);
  * then comes by Bcopy). UW_EAGAIN when there is none to answer. */
 int uw__sdp_conn_force_bcopy(uw_sdp_conn *c);
 
+/* ---- Write Zcopy (9.3) and the flow-control modes (11, 12) ---------------- *
+ *
+ * Modes. Our send half starts Combined; set_mode() asks to move it (we are
+ * its Mode Master in Combined and Pipelined, Figure 27): the ModeChange
+ * goes out as soon as section 12 allows (12.1: no SrcAvail of ours
+ * outstanding; 12.4: no RdmaWrCompl owed, and the previous move out of
+ * Pipelined acknowledged) and the mode changes when it is sent. In
+ * Buffered our receive half is ours to master: rx_combined() asks the
+ * source back to Combined (12.2). mode_hint() is the peer's last REQ_PIPE
+ * (6.1.2) for our send half; want_pipe() sets ours for our receive half.
+ *
+ * Data Sink: with our receive half Pipelined, zsink() advertises the
+ * application's receive buffer (registered for remote Write and remote
+ * invalidate) with SinkAvail. It ends in zsink_poll() as: placed > 0
+ * octets written there by the peer (an RdmaWrCompl); bcopy > 0 octets of
+ * one Data message that crossed it, which the driver copies into the same
+ * buffer with recv() (9.5.1 rule 1); or neither (revoked by zsink_cancel,
+ * by the peer's move to Combined, or by its DisConn): read as usual.
+ *
+ * Data Source: with our send half Pipelined, the peer's current SinkAvails
+ * are held (9.5.1 step 4). zwrite_avail() is the oldest one's size when
+ * the next octets may go into it; zwrite() takes it: the driver posts the
+ * RDMA Write *before* the next next_tx(), which then carries the
+ * RdmaWrCompl (Send with SE and Invalidate of the sink's STag), and calls
+ * zwrite_done() when the Write completed. */
+
+int uw__sdp_conn_set_mode(uw_sdp_conn *c, uint8_t mode);
+int uw__sdp_conn_rx_combined(uw_sdp_conn *c);
+bool uw__sdp_conn_mode_hint(const uw_sdp_conn *c);
+void uw__sdp_conn_want_pipe(uw_sdp_conn *c, bool on);
+
+typedef struct uw_sdp_zsink {
+    void *addr;    /* the application's receive buffer */
+    uint32_t len;  /* larger than our receive Private Buffers (9.5.1), <= 2^31 */
+    uint32_t stag; /* remote Write and remote invalidate */
+    uint64_t va;
+} uw_sdp_zsink;
+/* Errors: UW_EPERM (receive half not Pipelined), UW_EINVAL (len too
+ * small or too large), UW_EAGAIN (data or a SrcAvail is there to read, the
+ * stream ended, or a SinkAvail of ours is still outstanding), and the
+ * receive-side errors of uw__sdp_conn_recv. */
+int uw__sdp_conn_zsink(uw_sdp_conn *c, const uw_sdp_zsink *z);
+typedef struct uw_sdp_zsink_res {
+    uint32_t placed; /* octets in the buffer already, counted as read */
+    uint32_t bcopy;  /* octets the driver reads into it with recv() */
+} uw_sdp_zsink_res;
+/* 1: over (*r says how; the core no longer refers to the buffer), 0: still
+ * outstanding, or the connection's error (the buffer is released too). */
+int uw__sdp_conn_zsink_poll(uw_sdp_conn *c, uw_sdp_zsink_res *r);
+/* 9.5.5: revoke it (SinkAvailCancel); zsink_poll says when the peer can no
+ * longer write into the buffer. 0, or UW_EAGAIN when there is none. */
+int uw__sdp_conn_zsink_cancel(uw_sdp_conn *c);
+
+typedef struct uw_sdp_zwrite {
+    uint32_t stag; /* the sink's STag (SinkAH) */
+    uint64_t to;   /* its Tagged Offset for our first octet */
+    uint32_t len;
+} uw_sdp_zwrite;
+uint32_t uw__sdp_conn_zwrite_avail(const uw_sdp_conn *c);
+/* len 1 .. zwrite_avail(); the octets count as sent. UW_EAGAIN when none
+ * is usable, UW_EINVAL for len out of range. */
+int uw__sdp_conn_zwrite(uw_sdp_conn *c, uint32_t len, uw_sdp_zwrite *wr);
+/* The Write ended: ok, or failed (the connection then fails too). */
+void uw__sdp_conn_zwrite_done(uw_sdp_conn *c, bool ok);
+/* Writes posted and not yet completed. */
+uint32_t uw__sdp_conn_zwrite_inflight(const uw_sdp_conn *c);
+
 typedef struct uw_sdp_stats {
     uint64_t sent, received;                     /* ULP octets */
     uint64_t data_msgs_sent, data_msgs_received; /* Data messages with payload */
@@ -353,6 +420,8 @@ typedef struct uw_sdp_stats {
     uint64_t srcavail_sent, sinkavail_sent, sendsm_received;
     uint64_t rdmardcompl_sent, rdmardcompl_received, rdmawrcompl_sent, rdmawrcompl_received;
     uint64_t cancels_sent, cancels_received, mode_changes;
+    uint64_t sinkavail_stale;  /* Data Source: SinkAvails discarded by 9.5.1 */
+    uint64_t sinkavail_bcopy;  /* Data Sink: ours completed by one Data message */
     uint64_t rdma_read_bytes;  /* Data Sink: octets we took by RDMA Read */
     uint64_t rdma_write_bytes; /* Data Source: octets we placed by RDMA Write */
     uint64_t zcopy_sent;       /* Data Source: octets the peer took from our buffers */

@@ -192,7 +192,7 @@ unsigned uw__sdp_conn_poll(const uw_sdp_conn *c)
         m |= POLLIN;
     /* Octets only a Read can take are readable too (recv() reads them),
      * and so is the end of our Read. */
-    if (uw__sdp_conn_zavail(c) || (c->zr_busy && c->zr_doneflag))
+    if (uw__sdp_conn_zavail(c) || (c->zr_busy && c->zr_doneflag) || c->zk.state == ZK_DONE)
         m |= POLLIN;
     if (c->rcv_eof || c->shut_rd)
         m |= POLLIN | UW__POLLRDHUP;
@@ -201,7 +201,7 @@ unsigned uw__sdp_conn_poll(const uw_sdp_conn *c)
     /* A zero-copy send owns the stream until it ends (conn_zcopy.c); its
      * end shows as writability, which wakes the sender. */
     bool can_send = c->state == UW_SDP_S_OPEN && !c->shut_wr &&
-                    (c->zs.state == ZS_NONE || c->zs.state == ZS_DONE);
+                    (c->zs.state == ZS_NONE || c->zs.state == ZS_DONE) && !c->zw_inflight;
     if (can_send) {
         /* TCP's rule (sk_stream_is_writeable): writable once the free room
          * is half what is queued, so a woken writer has a third of the

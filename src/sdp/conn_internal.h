@@ -63,9 +63,36 @@ typedef struct zsrc {
     uint64_t barrier; /* data messages sealed before it: they go first */
     uint8_t state;    /* enum zs_state */
     int err;          /* the connection ended before the end (ZS_DONE) */
+    bool crossed;     /* ended by a crossing SinkAvail: the rest is not sent */
 } zsrc;
 #define ZS_MEM (UW_SDP_BSDH_LEN + UW_SDP_SRCAH_LEN + UW_SDP_SRCAVAIL_PAYLOAD)
 #define ZS_ID (RX_CAP + TX_CAP + CTL_CAP) /* the SrcAvail's Send */
+
+/* Write Zcopy (9.3). A SinkAvail of the peer's we hold as Data Source:
+ * current by 9.5.1, not yet used. */
+typedef struct sinkadv {
+    uint32_t len, stag;
+    uint64_t va;
+} sinkadv;
+#define SK_CAP 16u /* SinkAvails we take at once (our MaxAdverts caps it lower) */
+/* An RdmaWrCompl owed after a Write we had the driver post. */
+typedef struct wrcompl {
+    uint32_t len, stag;
+} wrcompl;
+
+/* Our SinkAvail as Data Sink: queued, then outstanding until an
+ * RdmaWrCompl, a payload message (9.5.1 rule 1), a SinkCancelAck, the
+ * move to Combined (12.4) or a DisConn ends it. */
+enum zk_state { ZK_NONE = 0, ZK_QUEUED, ZK_SENT, ZK_DONE };
+typedef struct zsink {
+    uint32_t len, stag;
+    uint64_t va;
+    uint8_t state;    /* enum zk_state */
+    bool cancel_due;  /* SinkAvailCancel to send */
+    bool cancel_sent; /* ... sent, not yet Processed (9.5.5) */
+    uint32_t placed;  /* ZK_DONE: octets the RdmaWrCompl reported */
+    uint32_t bcopy;   /* ZK_DONE: octets of the one message that ended it */
+} zsink;
 
 enum urg_state { URG_NONE = 0, URG_PENDING, URG_VALID, URG_READ };
 
@@ -146,8 +173,7 @@ struct uw_sdp_conn {
     srcavail sa[64];
     uint32_t sa_head, sa_n;
     bool sendsm_due;
-    uint32_t sendsm_extra;      /* SendSm owed for a SrcAvailCancel (9.5.4) */
-    uint32_t sinkavail_ignored; /* valid SinkAvails we left unused (9.5.2.2) */
+    uint32_t sendsm_extra; /* SendSm owed for a SrcAvailCancel (9.5.4) */
     bool sinkcancelack_due;
 
     /* Read Zcopy (9.2). */
@@ -162,6 +188,26 @@ struct uw_sdp_conn {
     uint32_t rrc_stag;
     bool rx_inv; /* the message being received came with Invalidate */
     uint32_t rx_inv_stag;
+
+    /* Write Zcopy (9.3), Data Source side. */
+    sinkadv sk[SK_CAP]; /* the peer's current SinkAvails, oldest first */
+    uint32_t sk_head, sk_n;
+    wrcompl wrc[SK_CAP]; /* RdmaWrCompls owed, in Write order */
+    uint32_t wrc_head, wrc_n;
+    uint32_t zw_inflight; /* our Writes the driver has not seen complete */
+    /* Write Zcopy, Data Sink side. */
+    zsink zk;
+    uint32_t nd;       /* NonDiscards (6.3.3.4) */
+    bool zk_stray_ack; /* a SinkCancelAck may still come for a cancel
+                          Processed otherwise (9.5.5) */
+
+    /* Mode changes we master (section 12, Figure 27). */
+    uint8_t mc_want;      /* the mode our send half should move to (0xff none) */
+    bool mc_rx_comb;      /* Buffered receive half: ask the source for Combined */
+    bool mc_wait_ack;     /* 12.4: Pipelined to Combined not yet acknowledged */
+    uint32_t mc_mseq;     /* ... MSeq of that ModeChange */
+    bool want_rx_pipe;    /* REQ_PIPE we put in our RdmaRd/WrCompls */
+    bool peer_wants_pipe; /* REQ_PIPE of the peer's last RdmaRd/WrCompl */
 
     /* Receive stream (TCP view). */
     uint64_t rcv_nxt, copied;
@@ -189,11 +235,34 @@ int uw__sdp_zs_next(uw_sdp_conn *c, int32_t credit, uw_sdp_tx *out);
 bool uw__sdp_zs_holds_data(const uw_sdp_conn *c);
 void uw__sdp_zs_fill(uw_sdp_conn *c);
 void uw__sdp_zs_abort(uw_sdp_conn *c);
+/* 11.3 rule 1: a current SinkAvail discards our SrcAvail. */
+void uw__sdp_zs_crossed(uw_sdp_conn *c);
 void uw__sdp_queue_payload(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m);
 int uw__sdp_violate(uw_sdp_conn *c, const char *why);
 size_t uw__sdp_fill_from(uw_sdp_conn *c, const uint8_t *src, size_t len, uint32_t maxp);
 int uw__sdp_send_ctl(uw_sdp_conn *c, uint8_t mid, uint32_t value, bool solicited, uw_sdp_tx *out);
 void uw__sdp_stamp(uw_sdp_conn *c, uw_sdp_msg *m, uint8_t *out);
+
+/* conn_wzcopy.c */
+int uw__sdp_on_sinkavail(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m);
+int uw__sdp_on_rdmawrcompl(uw_sdp_conn *c, const uw_sdp_msg *m);
+int uw__sdp_on_sinkcancelack(uw_sdp_conn *c);
+void uw__sdp_on_sinkavailcancel(uw_sdp_conn *c);
+/* A payload-carrying message arrived (9.5.1 rule 1 and NonDiscards). */
+void uw__sdp_wz_payload_in(uw_sdp_conn *c, uint32_t payload_len);
+/* We send one (9.5.1 step 3, and the held SinkAvail it consumes). */
+void uw__sdp_wz_payload_out(uw_sdp_conn *c);
+/* Our SinkAvail is over without data (mode change, DisConn, close). */
+void uw__sdp_zk_drop(uw_sdp_conn *c);
+/* Control messages of Write Zcopy and of the mode changes we master. */
+int uw__sdp_wz_next(uw_sdp_conn *c, uw_sdp_tx *out);
+int uw__sdp_send_msg(uw_sdp_conn *c, uw_sdp_msg *m, bool solicited, uw_sdp_tx *out);
+/* Data may not go while an RdmaWrCompl is owed: it would end the
+ * SinkAvail at the sink before the Write's report (9.5.1 rule 1). */
+static inline bool uw__sdp_wz_blocks_data(const uw_sdp_conn *c)
+{
+    return c->wrc_n > 0;
+}
 
 /* conn_app.c */
 void uw__sdp_skip_urgent(uw_sdp_conn *c);

@@ -90,15 +90,22 @@ static int ctl_slot(uw_sdp_conn *c)
 /* A payload-free message from a control slot. */
 int uw__sdp_send_ctl(uw_sdp_conn *c, uint8_t mid, uint32_t value, bool solicited, uw_sdp_tx *out)
 {
-    int s = ctl_slot(c);
-    if (s < 0)
-        return 0;
     uw_sdp_msg m;
     memset(&m, 0, sizeof(m));
     m.bsdh.mid = mid;
-    int ext = uw__sdp_ext_len(mid);
-    m.bsdh.len = UW_SDP_BSDH_LEN + (uint32_t)(ext > 0 ? ext : 0);
     m.u.value = value;
+    return uw__sdp_send_msg(c, &m, solicited, out);
+}
+
+/* Any payload-free message, headers set but for the BSDH's Len. */
+int uw__sdp_send_msg(uw_sdp_conn *c, uw_sdp_msg *mp, bool solicited, uw_sdp_tx *out)
+{
+    int s = ctl_slot(c);
+    if (s < 0)
+        return 0;
+    uw_sdp_msg m = *mp;
+    int ext = uw__sdp_ext_len(m.bsdh.mid);
+    m.bsdh.len = UW_SDP_BSDH_LEN + (uint32_t)(ext > 0 ? ext : 0);
     uint8_t *p = c->ctl_mem + (size_t)s * CTL_SIZE;
     uw__sdp_stamp(c, &m, p);
     c->ctl_busy[s] = true;
@@ -232,12 +239,17 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
      * remains for a credit update. */
     if (credit >= 2 && ctl_free) {
         if (c->rrc_due) { /* 9.2 step 2b: before a SendSm for the same SrcAvail */
-            uint32_t n = c->rrc_len;
+            uw_sdp_msg m;
+            memset(&m, 0, sizeof(m));
+            m.bsdh.mid = UW_SDP_RDMARDCOMPL;
+            /* 6.1.2: the Mode Slave's hint for this half-connection. */
+            m.bsdh.flags = c->want_rx_pipe ? UW_SDP_REQ_PIPE : 0;
+            m.u.value = c->rrc_len;
             bool inv = c->rrc_inv;
             c->rrc_due = c->rrc_inv = false;
             c->rrc_len = 0;
             c->st.rdmardcompl_sent++;
-            int r = uw__sdp_send_ctl(c, UW_SDP_RDMARDCOMPL, n, true, out);
+            int r = uw__sdp_send_msg(c, &m, true, out);
             out->invalidate = inv;
             out->inv_stag = c->rrc_stag;
             return r;
@@ -255,10 +267,9 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
             c->st.sendsm_sent++;
             return uw__sdp_send_ctl(c, UW_SDP_SENDSM, 0, true, out);
         }
-        if (c->sinkcancelack_due) {
-            c->sinkcancelack_due = false;
-            return uw__sdp_send_ctl(c, UW_SDP_SINKCANCELACK, 0, true, out);
-        }
+        int r = uw__sdp_wz_next(c, out);
+        if (r)
+            return r;
         if (c->chra_due && !c->chra_wait_old) {
             c->chra_due = false;
             c->st.chrcvbufack_sent++;
@@ -280,10 +291,12 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
             return uw__sdp_send_ctl(c, UW_SDP_CHRCVBUF, c->chr_size, false, out);
         }
     }
-    if (credit >= 3 && uw__sdp_zs_next(c, credit, out))
+    if (credit >= 3 && !uw__sdp_wz_blocks_data(c) && uw__sdp_zs_next(c, credit, out))
         return 1;
     uint32_t id;
-    txslot *t = credit >= 3 && !uw__sdp_zs_holds_data(c) ? data_ready(c, &id) : NULL;
+    txslot *t = credit >= 3 && !uw__sdp_zs_holds_data(c) && !uw__sdp_wz_blocks_data(c)
+                    ? data_ready(c, &id)
+                    : NULL;
     if (t && !(c->chr_pending && !c->chra_due && c->sent_msgs_data >= c->chr_barrier)) {
         uw_sdp_msg m;
         memset(&m, 0, sizeof(m));
@@ -296,10 +309,8 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
         c->tf_n--;
         c->data_inflight++;
         c->sent_msgs_data++;
-        c->poke_due = false; /* the peer will answer this one anyway */
-        c->pnd++;            /* 9.5.1 step 3 */
-        if (c->sinkavail_ignored)
-            c->sinkavail_ignored--;
+        c->poke_due = false;       /* the peer will answer this one anyway */
+        uw__sdp_wz_payload_out(c); /* 9.5.1 */
         c->st.data_msgs_sent++;
         c->st.bcopy_sent += t->fill;
         if (t->flags & UW_SDP_OOB_PRES)
@@ -313,7 +324,7 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
         return 1;
     }
     if (ctl_free && credit >= 2 && c->shut_wr && !c->disconn_sent && !c->tf_n &&
-        c->zs.state == ZS_NONE && (!c->chr_pending || c->chra_due)) {
+        c->zs.state == ZS_NONE && !c->wrc_n && (!c->chr_pending || c->chra_due)) {
         /* A ChRcvBuf still held behind our ChRcvBufAck is dropped: no data
          * it would resize follows the DisConn. */
         c->chr_pending = c->chr_resend = false;
@@ -493,7 +504,7 @@ ssize_t uw__sdp_conn_send(uw_sdp_conn *c, const struct iovec *iov, int iovcnt, u
         return e;
     /* One writer's zero-copy send owns the stream until it ends (11.2:
      * no payload while its SrcAvail is In-Process). */
-    if (c->zs.state != ZS_NONE)
+    if (c->zs.state != ZS_NONE || c->zw_inflight)
         return UW_EAGAIN;
     size_t total = 0;
     for (int i = 0; i < iovcnt; i++)
@@ -538,5 +549,6 @@ size_t uw__sdp_conn_outq(const uw_sdp_conn *c)
 bool uw__sdp_conn_tx_idle(const uw_sdp_conn *c)
 {
     return !c->tf_n && !c->data_inflight && !c->ctl_inflight && !c->abort_pending &&
-           (c->zs.state == ZS_NONE || c->zs.state == ZS_DONE) && (!c->shut_wr || c->disconn_sent);
+           (c->zs.state == ZS_NONE || c->zs.state == ZS_DONE) && !c->wrc_n && !c->zw_inflight &&
+           (!c->shut_wr || c->disconn_sent);
 }

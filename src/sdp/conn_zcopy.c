@@ -16,14 +16,16 @@ int uw__sdp_conn_zsend(uw_sdp_conn *c, const uw_sdp_zsrc *z)
         return e;
     if (c->zs.state != ZS_NONE)
         return UW_EBUSY;
-    /* Figure 25: no SrcAvail in Buffered Mode; Pipelined (no payload) is
-     * not ours to choose yet. Urgent data goes by Data messages (9.5.3). */
-    if (c->tx_mode != UW_SDP_COMB_MODE)
+    /* Figure 25: no SrcAvail in Buffered Mode, nor once we asked for it. */
+    if (c->tx_mode == UW_SDP_BUFF_MODE || c->mc_want == UW_SDP_BUFF_MODE)
         return UW_EPERM;
     uint32_t room = uw__sdp_max_payload(c);
     if (room <= UW_SDP_SRCAH_LEN)
         return UW_EPERM;
-    uint32_t pay = uw__sdp_min32(UW_SDP_SRCAVAIL_PAYLOAD, room - UW_SDP_SRCAH_LEN);
+    /* 11.2: payload in Combined Mode; 11.3: none in Pipelined. */
+    uint32_t pay = c->tx_mode == UW_SDP_PIPE_MODE
+                       ? 0
+                       : uw__sdp_min32(UW_SDP_SRCAVAIL_PAYLOAD, room - UW_SDP_SRCAH_LEN);
     if (z->len <= pay)
         return UW_EINVAL;
     if (!c->zs_mem) {
@@ -61,9 +63,23 @@ int uw__sdp_conn_zsend_poll(uw_sdp_conn *c, uint64_t *sent)
             *sent = z->acked ? (uint64_t)z->pay + z->acked : 0;
         return z->err;
     }
-    if (sent)
+    if (sent && !z->crossed)
         *sent = z->len;
     return 1;
+}
+
+void uw__sdp_zs_crossed(uw_sdp_conn *c)
+{
+    zsrc *z = &c->zs;
+    if (z->state == ZS_QUEUED)
+        z->pay = 0; /* never sent */
+    else if (z->state != ZS_SENT)
+        return;
+    /* The sink ignores our SrcAvail (11.3 rule 2b): what its payload
+     * carried is sent, the rest goes into the SinkAvails. */
+    z->crossed = true;
+    z->state = ZS_DONE;
+    c->st.sent += z->acked;
 }
 
 /* Holds payload behind an In-Process SrcAvail (11.2), and behind one not
@@ -84,7 +100,9 @@ int uw__sdp_zs_next(uw_sdp_conn *c, int32_t credit, uw_sdp_tx *out)
     uint32_t room = uw__sdp_max_payload(c);
     if (room > UW_SDP_SRCAH_LEN && z->pay > room - UW_SDP_SRCAH_LEN)
         z->pay = room - UW_SDP_SRCAH_LEN;
-    if (c->tx_mode != UW_SDP_COMB_MODE || room <= UW_SDP_SRCAH_LEN) {
+    if (c->tx_mode == UW_SDP_PIPE_MODE)
+        z->pay = 0; /* 11.3: moved to Pipelined since zsend() */
+    if (c->tx_mode == UW_SDP_BUFF_MODE || room <= UW_SDP_SRCAH_LEN) {
         /* No SrcAvail possible now (mode changed, buffers too small for
          * one with payload): Bcopy it all. */
         z->pay = 0;
@@ -104,7 +122,8 @@ int uw__sdp_zs_next(uw_sdp_conn *c, int32_t credit, uw_sdp_tx *out)
     c->ctl_inflight++; /* a Send the close waits for, like a control message */
     z->state = ZS_SENT;
     c->poke_due = false;
-    c->pnd++; /* 9.5.1 step 3: it carries payload */
+    if (z->pay)
+        uw__sdp_wz_payload_out(c); /* 9.5.1 step 3: it carries payload */
     c->st.srcavail_sent++;
     c->st.bcopy_sent += z->pay;
     c->st.sent += z->pay;
@@ -160,6 +179,7 @@ int uw__sdp_on_rdmardcompl(uw_sdp_conn *c, const uw_sdp_msg *m)
                                   "the SrcAvail's");
     z->acked += m->u.value;
     c->st.zcopy_sent += m->u.value;
+    c->peer_wants_pipe = (m->bsdh.flags & UW_SDP_REQ_PIPE) != 0; /* 6.1.2 */
     if (z->pay + z->acked == z->len)
         zs_finish(c);
     return 0;
@@ -188,6 +208,12 @@ int uw__sdp_on_srcavail(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
         return uw__sdp_violate(c, "11.2: Combined Mode allows one SrcAvail, with ULP payload");
     if (c->rx_mode == UW_SDP_PIPE_MODE && m->payload_len)
         return uw__sdp_violate(c, "11.3: SrcAvail with ULP payload in Pipelined Mode");
+    if (c->zk.state == ZK_SENT) {
+        /* 11.3 rule 2b: our SinkAvail crossed it; the source Writes. */
+        uw__sdp_rx_release(c, id);
+        return 0;
+    }
+    uw__sdp_zk_drop(c); /* 11.3 rule 2a: a queued SinkAvail stays unsent */
     if (c->sa_n >= c->cfg.max_adverts || c->sa_n >= 64)
         return uw__sdp_violate(c, "6.2.1.3: more SrcAvail advertisements than MaxAdverts");
     if (m->payload_len > m->u.avail.len)
