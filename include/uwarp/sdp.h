@@ -234,7 +234,17 @@ enum {
                                    buffer to the peer to RDMA-Read (Read Zcopy, 9.2), and a
                                    blocking recv() Reads advertised data into its buffer; 0:
                                    never. Default $UWARP_SDP_ZCOPY_MIN, else 0 (docs/sdp.md,
-                                   "Zero copy", says why). */
+                                   "Zero copy", says why). With our receive half in
+                                   Pipelined Mode, a blocking recv() of more than a receive
+                                   Private Buffer and at least this many octets (without
+                                   MSG_WAITALL) is advertised with SinkAvail, and a send()
+                                   of at least this many RDMA-Writes into an advertised
+                                   buffer (Write Zcopy, 9.3). */
+    UW_SDP_MODE = 10,           /* int 0 Buffered, 1 Combined, 2 Pipelined: set asks the
+                                   peer to move our send half to this flow-control mode
+                                   (we master Combined and Pipelined, section 12); get
+                                   says the mode now. Unless set, a zero-copy threshold
+                                   lets a peer's REQ_PIPE move it to Pipelined. */
 };
 
 typedef struct uw_sdp_info {

@@ -108,6 +108,9 @@ struct uw_sdp_socket {
     uint32_t zc_min;     /* UW_SDP_ZCOPY_THRESHOLD: 0 never */
     uw_mr *zmr_src;      /* our SrcAvail's buffer: granted per send */
     uw_mr *zmr_dst;      /* the reader's buffer under our RDMA Read */
+    uw_mr *zmr_sink;     /* the reader's buffer under our SinkAvail (9.3) */
+    bool mode_fixed;     /* UW_SDP_MODE was set: no mode policy of ours */
+    uw_mr *zmr_wsrc;     /* the sender's buffer under our RDMA Write (9.3) */
     unsigned zc_readers; /* threads blocked in recv() on this socket */
     uint64_t zc_ns;      /* a SrcAvail nobody reads: SendSm at this time (0: none) */
 };
@@ -146,8 +149,15 @@ struct uw_sdp_stack {
 /* sdp_zcopy.c (called with the lock held). zsend/zrecv return the octets
  * moved, 0 when zero copy does not apply now (use Bcopy), or an error. */
 #define UW__SDP_WRID_ZREAD UINT64_MAX
+#define UW__SDP_WRID_ZWRITE (UINT64_MAX - 1)
 ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len);
 ssize_t uw__sdp_zrecv(uw_sdp_sock *s, void *buf, size_t room, bool nb);
+/* Write Zcopy's receive: the octets placed or copied into buf, 0 when
+ * none were (*advertised says whether a SinkAvail went: if not, read as
+ * usual), or an error. */
+ssize_t uw__sdp_zsink_recv(uw_sdp_sock *s, void *buf, size_t room, uint64_t deadline_ns,
+                           bool *advertised);
+bool uw__sdp_zsink_fits(const uw_sdp_sock *s, size_t room);
 bool uw__sdp_zrecv_fits(const uw_sdp_sock *s, size_t room);
 void uw__sdp_zc_arrived(uw_sdp_sock *s);
 void uw__sdp_zc_fire(uw_sdp_sock *s, uint64_t now);

@@ -180,6 +180,16 @@ static int set_locked(uw_sdp_sock *s, int level, int name, const void *val, sock
                 return -EINVAL;
             s->zc_min = (uint32_t)v;
             return 0;
+        case UW_SDP_MODE: {
+            if (v < 0 || v > 2)
+                return -EINVAL;
+            if (!s->conn)
+                return -ENOTCONN;
+            int mr = uw__sdp_conn_set_mode(s->conn, (uint8_t)v);
+            s->mode_fixed = true;
+            uw__sdp_pump(s);
+            return mr == UW_EPERM ? -EPERM : mr == UW_EINVAL ? -EINVAL : mr < 0 ? -ENOTCONN : 0;
+        }
         case UW_SDP_TCP_FD:
             if (!before)
                 return -EISCONN;
@@ -428,6 +438,13 @@ static int get_locked(uw_sdp_sock *s, int level, int name, void *val, socklen_t 
             return put_int(val, len, s->crc);
         case UW_SDP_ZCOPY_THRESHOLD:
             return put_int(val, len, s->zc_min > INT32_MAX ? INT32_MAX : (int)s->zc_min);
+        case UW_SDP_MODE: {
+            if (!s->conn)
+                return -ENOTCONN;
+            uw_sdp_stats stt;
+            uw__sdp_conn_stats(s->conn, &stt);
+            return put_int(val, len, stt.tx_mode);
+        }
         case UW_SDP_INFO:
             return info(s, val, len);
         default:

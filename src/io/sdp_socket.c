@@ -667,6 +667,23 @@ static ssize_t do_recv(uw_sdp_sock *s, const struct iovec *uiov, int cnt, int fl
                 rc = -EAGAIN;
             break;
         }
+        if (zok && !(flags & MSG_WAITALL) && !done && idx < cnt && s->conn &&
+            uw__sdp_zsink_fits(s, iov[idx].iov_len)) {
+            /* Write Zcopy (9.3): the peer writes into this buffer. Not
+             * with MSG_WAITALL, which 9.3 forbids. */
+            bool adv;
+            ssize_t z = uw__sdp_zsink_recv(s, iov[idx].iov_base, iov[idx].iov_len, dl, &adv);
+            if (z > 0) {
+                done += (size_t)z;
+                break;
+            }
+            if (z < 0) {
+                rc = z == -EINTR ? z : uw__sdp_app_err(s, tcp_err(z), true);
+                break;
+            }
+            if (adv)
+                continue; /* revoked or crossed by nothing readable: look again */
+        }
         s->zc_readers++; /* a SrcAvail arriving now waits for this reader */
         int w = uw__sdp_wait(s, POLLIN, dl);
         s->zc_readers--;

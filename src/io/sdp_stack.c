@@ -645,6 +645,12 @@ static void on_wc(const uw_wc *wc)
         after(s);
         return;
     }
+    if (wc->wr_id == UW__SDP_WRID_ZWRITE && wc->opcode == UW_WC_RDMA_WRITE) {
+        /* Our Write Zcopy (sdp_zcopy.c): a sender waits on it. */
+        uw__sdp_conn_zwrite_done(s->conn, wc->status == UW_WC_SUCCESS);
+        after(s);
+        return;
+    }
     if (wc->status != UW_WC_SUCCESS)
         return; /* flushed or failed: the connection event says why */
     if (wc->opcode == UW_WC_RECV) {

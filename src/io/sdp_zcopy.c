@@ -75,7 +75,11 @@ void uw__sdp_zc_free(uw_sdp_sock *s)
         uw_mr_dereg(s->zmr_src);
     if (s->zmr_dst)
         uw_mr_dereg(s->zmr_dst);
-    s->zmr_src = s->zmr_dst = NULL;
+    if (s->zmr_sink)
+        uw_mr_dereg(s->zmr_sink);
+    if (s->zmr_wsrc)
+        uw_mr_dereg(s->zmr_wsrc);
+    s->zmr_src = s->zmr_dst = s->zmr_sink = s->zmr_wsrc = NULL;
 }
 
 static bool qp_live(const uw_sdp_sock *s)
@@ -102,12 +106,71 @@ static void drain_responses(uw_sdp_sock *s)
     }
 }
 
+/* Write Zcopy (9.3): the buffer goes into the SinkAvails the peer holds
+ * out, one RDMA Write each, each followed by the core's RdmaWrCompl. The
+ * call returns once the Writes completed locally (their octets are in the
+ * LLP's hands), as TCP's send() returns once its data is queued. */
+static size_t zwrite_send(uw_sdp_sock *s, const uint8_t *buf, size_t len)
+{
+    uw_sdp_conn *c = s->conn;
+    size_t total = 0;
+    uint32_t avail;
+    while (s->conn == c && total < len && !uw__sdp_conn_zwrite_inflight(c) &&
+           (avail = uw__sdp_conn_zwrite_avail(c)) != 0) {
+        size_t n = len - total < avail ? len - total : avail;
+        void *p = (void *)(buf + total);
+        if (grant(s, &s->zmr_wsrc, p, n, UW_ACCESS_LOCAL_WRITE) < 0)
+            break;
+        uw_sdp_zwrite wr;
+        if (uw__sdp_conn_zwrite(c, (uint32_t)n, &wr) < 0) {
+            revoke(s->zmr_wsrc);
+            break;
+        }
+        uw_sge sge = {
+            .addr = (uint64_t)(uintptr_t)p, .length = (uint32_t)n, .lkey = uw_mr_stag(s->zmr_wsrc)};
+        uw_send_wr w = {.wr_id = UW__SDP_WRID_ZWRITE,
+                        .opcode = UW_WR_RDMA_WRITE,
+                        .flags = UW_SEND_SIGNALED,
+                        .sg_list = &sge,
+                        .num_sge = 1,
+                        .remote_addr = wr.to,
+                        .rkey = wr.stag};
+        /* Posted before the pump that sends its RdmaWrCompl: the QP keeps
+         * the order, so the sink sees the report after the data. */
+        if (uw_post_send(s->qp, &w, 1, NULL) < 0)
+            uw__sdp_conn_zwrite_done(c, false);
+        uw__sdp_pump(s);
+        /* The Write reads buf until it completes or the QP dies. */
+        while (s->conn == c && uw__sdp_conn_zwrite_inflight(c))
+            uw__sdp_wait(s, POLLOUT, 0);
+        revoke(s->zmr_wsrc);
+        if (s->conn != c)
+            break;
+        total += n;
+    }
+    return total;
+}
+
+/* Mode Master policy for our send half (docs/sdp.md, "Zero copy"): a peer
+ * that asks for Pipelined (REQ_PIPE: it pre-posts large receives) gets it. */
+static void mode_policy(uw_sdp_sock *s)
+{
+    uw_sdp_stats st;
+    uw__sdp_conn_stats(s->conn, &st);
+    if (!s->mode_fixed && st.tx_mode == UW_SDP_COMB_MODE && uw__sdp_conn_mode_hint(s->conn) &&
+        uw__sdp_conn_set_mode(s->conn, UW_SDP_PIPE_MODE) == 0)
+        uw__sdp_pump(s);
+}
+
 ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len)
 {
     if (!s->conn || !s->qp || !s->zc_min || len < s->zc_min || s->sndtimeo_ms)
         return 0;
     if (len > UW__SDP_ZSEND_MAX)
         len = UW__SDP_ZSEND_MAX;
+    size_t w = zwrite_send(s, buf, len);
+    if (w || !s->conn)
+        return (ssize_t)w;
     int r = grant(s, &s->zmr_src, (void *)buf, len,
                   UW_ACCESS_REMOTE_READ | UW_ACCESS_REMOTE_INVALIDATE);
     if (r < 0)
@@ -142,7 +205,95 @@ ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len)
         return sent ? (ssize_t)sent : -EPIPE;
     if (r < 0)
         return sent ? (ssize_t)sent : r;
+    mode_policy(s);
+    /* A SinkAvail crossed the SrcAvail (11.3): the rest goes into it. */
+    if (sent < len)
+        sent += zwrite_send(s, (const uint8_t *)buf + sent, len - sent);
     return (ssize_t)sent;
+}
+
+bool uw__sdp_zsink_fits(const uw_sdp_sock *s, size_t room)
+{
+    if (!s->conn || !s->qp || !s->zc_min || room < s->zc_min)
+        return false;
+    uw_sdp_params pa;
+    if (uw__sdp_conn_params(s->conn, &pa) < 0 || room <= pa.local_rcv_size)
+        return false;
+    uw_sdp_stats st;
+    uw__sdp_conn_stats(s->conn, &st);
+    return st.rx_mode == UW_SDP_PIPE_MODE;
+}
+
+ssize_t uw__sdp_zsink_recv(uw_sdp_sock *s, void *buf, size_t room, uint64_t deadline_ns,
+                           bool *advertised)
+{
+    uw_sdp_conn *c = s->conn;
+    *advertised = false;
+    if (!uw__sdp_zsink_fits(s, room))
+        return 0;
+    if (room > UW__SDP_ZSEND_MAX)
+        room = UW__SDP_ZSEND_MAX;
+    if (grant(s, &s->zmr_sink, buf, room,
+              UW_ACCESS_LOCAL_WRITE | UW_ACCESS_REMOTE_WRITE | UW_ACCESS_REMOTE_INVALIDATE) < 0)
+        return 0;
+    uw_sdp_zsink z = {.addr = buf,
+                      .len = (uint32_t)room,
+                      .stag = uw_mr_stag(s->zmr_sink),
+                      .va = (uint64_t)(uintptr_t)buf};
+    if (uw__sdp_conn_zsink(c, &z) < 0) {
+        revoke(s->zmr_sink);
+        return 0;
+    }
+    *advertised = true;
+    s->zc_ns = 0;
+    uw__sdp_pump(s);
+    uw_sdp_zsink_res res = {0, 0};
+    int r;
+    bool cancelled = false, intr = false;
+    uint64_t hard = 0;
+    for (;;) {
+        r = uw__sdp_conn_zsink_poll(c, &res);
+        if (r != 0)
+            break;
+        uint64_t now = uw__sdp_now_ns();
+        if (!cancelled && (intr || (deadline_ns && now >= deadline_ns))) {
+            /* SO_RCVTIMEO or a signal: revoke (9.5.5). The peer may be
+             * writing, so the buffer is the peer's until it answers. */
+            cancelled = true;
+            hard = uw__sdp_deadline_ms(5000);
+            if (uw__sdp_conn_zsink_cancel(c) == 0)
+                uw__sdp_pump(s);
+        }
+        if (cancelled && now >= hard) {
+            uw__sdp_log(s->st, UW_LOG_WARN,
+                        "SDP: no answer to SinkAvailCancel within 5 s: aborting the connection");
+            uw_abort(s->qp);
+            r = UW_ECONNRESET;
+            break;
+        }
+        int w = uw__sdp_wait(s, POLLIN, cancelled ? hard : deadline_ns);
+        if (w == -EINTR)
+            intr = true;
+        if (s->conn != c) {
+            r = UW_ECONNRESET;
+            break;
+        }
+    }
+    revoke(s->zmr_sink);
+    if (r < 0)
+        return r;
+    if (res.placed)
+        return res.placed;
+    if (res.bcopy) {
+        /* 9.5.1 rule 1: the one message that crossed it, into the same
+         * buffer. */
+        struct iovec v = {buf, res.bcopy < room ? res.bcopy : room};
+        ssize_t n = uw__sdp_conn_recv(c, &v, 1, 0);
+        uw__sdp_pump(s);
+        if (n > 0)
+            return n;
+    }
+    return intr ? -EINTR : 0;
 }
 
 bool uw__sdp_zrecv_fits(const uw_sdp_sock *s, size_t room)
@@ -167,6 +318,8 @@ ssize_t uw__sdp_zrecv(uw_sdp_sock *s, void *buf, size_t room, bool nb)
         return 0;
     }
     uint32_t n = room < za ? (uint32_t)room : za;
+    /* 6.1.2: a reader that posts buffers this large asks for Pipelined. */
+    uw__sdp_conn_want_pipe(c, room >= s->zc_min);
     if (grant(s, &s->zmr_dst, buf, n, UW_ACCESS_LOCAL_WRITE) < 0) {
         if (uw__sdp_conn_force_bcopy(c) == 0)
             uw__sdp_pump(s);

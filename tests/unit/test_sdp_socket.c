@@ -398,7 +398,8 @@ typedef struct zx {
     const uint8_t *buf;
     size_t len, chunk;
     ssize_t result;
-    double secs; /* how long the sends took */
+    double secs;  /* how long the sends took */
+    int pause_ms; /* before each send */
 } zx;
 
 static double now_s(void)
@@ -415,6 +416,8 @@ static void *zsender(void *arg)
     size_t off = 0;
     while (off < x->len) {
         size_t k = x->len - off < x->chunk ? x->len - off : x->chunk;
+        if (x->pause_ms)
+            usleep((useconds_t)x->pause_ms * 1000);
         ssize_t n = uw_sdp_send(x->s, x->buf + off, k, 0);
         if (n <= 0) {
             x->result = n;
@@ -483,6 +486,8 @@ static void test_zcopy_stream(void **state)
     (void)state;
     pair p;
     zopen(&p, 65536, 65536);
+    int mode = 1; /* Combined, pinned: no move to Pipelined on REQ_PIPE */
+    assert_int_equal(uw_sdp_setsockopt(p.c, SOL_UWARP, UW_SDP_MODE, &mode, sizeof(mode)), 0);
     size_t len = 8u << 20;
     uint8_t *out = malloc(len), *in = malloc(len);
     tu_rng rng;
@@ -510,6 +515,54 @@ static void test_zcopy_stream(void **state)
     free(out);
     free(in);
     pair_close(&p);
+}
+
+/* Write Zcopy (9.3) after the sender moved to Pipelined Mode: a reader
+ * blocked in recv() advertises its buffer with SinkAvail and the sender's
+ * next send() RDMA-Writes into it; a send that finds none advertises its
+ * own buffer (SrcAvail without payload, 11.3) and the reader Reads it. */
+static void test_wzcopy_stream(void **state)
+{
+    (void)state;
+    /* k == 0: the sender asks for Pipelined itself; k == 1: the reader's
+     * REQ_PIPE in its first RdmaRdCompl gets it (the mode policy). */
+    for (int k = 0; k < 2; k++) {
+        pair p;
+        zopen(&p, 65536, 65536);
+        int mode = 2;
+        if (k == 0)
+            assert_int_equal(uw_sdp_setsockopt(p.c, SOL_UWARP, UW_SDP_MODE, &mode, sizeof(mode)),
+                             0);
+        size_t len = 8u << 20;
+        uint8_t *out = malloc(len), *in = malloc(len);
+        tu_rng rng;
+        tu_rng_init(&rng, tu_seed(23));
+        tu_rng_fill(&rng, out, len);
+        /* The sender pauses before each send, so the reader waits in recv(). */
+        zx x = {.s = p.c, .buf = out, .len = len, .chunk = 1u << 20, .pause_ms = 20};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, zsender, &x), 0);
+        zread_all(p.s, in, len, 1u << 20, false, 0);
+        pthread_join(th, NULL);
+        assert_int_equal(x.result, (ssize_t)len);
+        assert_memory_equal(in, out, len);
+        uw_sdp_info c = zinfo(p.c), s = zinfo(p.s);
+        fprintf(stderr, "# SinkAvail %llu, RDMA Write %llu octets, SrcAvail %llu, RDMA Read %llu\n",
+                (unsigned long long)s.sinkavail_sent, (unsigned long long)c.rdma_write_bytes,
+                (unsigned long long)c.srcavail_sent, (unsigned long long)s.rdma_read_bytes);
+        assert_int_equal(c.tx_mode, 2);
+        assert_int_equal(s.rx_mode, 2);
+        assert_true(s.sinkavail_sent >= 4);
+        assert_int_equal(c.rdmawrcompl_sent, s.rdmawrcompl_received);
+        assert_true(c.rdma_write_bytes >= len / 2);
+        if (k == 1)
+            assert_true(c.srcavail_sent >= 1);
+        assert_int_equal(c.zcopy_bytes + c.bcopy_bytes, len);
+        assert_int_equal(s.received, len);
+        free(out);
+        free(in);
+        pair_close(&p);
+    }
 }
 
 /* A nonblocking reader cannot lend its buffer: every SrcAvail is answered
@@ -1779,6 +1832,7 @@ int main(void)
         cmocka_unit_test(test_bulk_both_ways),
         cmocka_unit_test(test_zcopy_stream),
         cmocka_unit_test(test_zcopy_refused),
+        cmocka_unit_test(test_wzcopy_stream),
         cmocka_unit_test(test_fin_behind_many_completions),
         cmocka_unit_test(test_pm_fallback),
         cmocka_unit_test(test_peer_rcvbuf),

@@ -86,6 +86,12 @@ static const char HELP[] =
     "                     stdin from a pipe gives at most what the pipe holds\n"
     "                     (usually 65536 octets) per send; a file gives --chunk.\n"
     "                     With --oob-out receives stay nonblocking and never Read\n"
+    "  --mode M           buffered, combined or pipelined: the flow-control mode\n"
+    "                     this side, as Mode Master of its send half, asks for\n"
+    "                     after setup (section 12). In Pipelined Mode a receive of\n"
+    "                     at least --zcopy-min octets, and more than a receive\n"
+    "                     Private Buffer, is advertised with SinkAvail and the\n"
+    "                     peer RDMA-Writes into it (Write Zcopy, section 9.3)\n"
     "  --rcvbuf-size N    size of our receive Private Buffers (octets)\n"
     "  --bufs N           number of our receive Private Buffers (at least 4)\n"
     "  --nodelay          TCP_NODELAY: send partial messages at once\n"
@@ -141,6 +147,7 @@ typedef struct sc_opts {
     bool chunk_set;
     uint32_t recv_size;
     bool zcopy_min_set; /* else the library's default threshold */
+    int mode;           /* --mode: 0..2, or -1 for none */
     uint32_t zcopy_min;
     uint32_t rcvbuf_size, bufs; /* 0: library default */
     bool nodelay;
@@ -185,6 +192,7 @@ static int parse_args(int argc, char **argv, sc_opts *o)
     memset(o, 0, sizeof(*o));
     o->chunk = SC_CHUNK_DEFAULT;
     o->recv_size = SC_RECV_BUF;
+    o->mode = -1;
     o->timeout_ms = -1;
     const char *pos[2];
     int npos = 0;
@@ -221,6 +229,19 @@ static int parse_args(int argc, char **argv, sc_opts *o)
             if (r < 0 || parse_u32_opt("--zcopy-min", v, 0, INT32_MAX, &o->zcopy_min) >= 0)
                 return SC_USAGE;
             o->zcopy_min_set = true;
+        } else if ((r = cli_opt(argc, argv, &i, "--mode", &v)) != 0) {
+            if (r < 0)
+                return SC_USAGE;
+            if (!strcmp(v, "buffered"))
+                o->mode = 0;
+            else if (!strcmp(v, "combined"))
+                o->mode = 1;
+            else if (!strcmp(v, "pipelined"))
+                o->mode = 2;
+            else {
+                cli_msg("--mode: '%s' is not buffered, combined or pipelined", v);
+                return SC_USAGE;
+            }
         } else if ((r = cli_opt(argc, argv, &i, "--rcvbuf-size", &v)) != 0) {
             if (r < 0 || parse_u32_opt("--rcvbuf-size", v, 1, INT32_MAX, &o->rcvbuf_size) >= 0)
                 return SC_USAGE;
@@ -387,6 +408,8 @@ static int post_options(struct sc *c, uw_sdp_sock *s)
     if (o->nodelay && (rc = set_int(c, s, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY")) >= 0)
         return rc;
     if ((rc = set_int(c, s, SOL_SOCKET, SO_OOBINLINE, o->oob_out ? 0 : 1, "SO_OOBINLINE")) >= 0)
+        return rc;
+    if (o->mode >= 0 && (rc = set_int(c, s, SOL_UWARP, UW_SDP_MODE, o->mode, "--mode")) >= 0)
         return rc;
     return -1;
 }
