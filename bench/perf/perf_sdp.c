@@ -607,8 +607,20 @@ int perf_sdp_client(const char *host, int port, const perf_cfg *c, perf_res *r)
         ret = client_test(&p, c, r, "sdp");
         uw_sdp_info info;
         socklen_t il = sizeof(info);
-        if (ret == 0 && uw_sdp_getsockopt(s, SOL_UWARP, UW_SDP_INFO, &info, &il) == 0)
+        if (ret == 0 && uw_sdp_getsockopt(s, SOL_UWARP, UW_SDP_INFO, &info, &il) == 0) {
             r->sdp_msgs = info.data_msgs_sent;
+            /* Which mechanism carried the stream: a zero-copy figure is
+             * only meaningful beside these. */
+            if (info.zcopy_threshold)
+                fprintf(stderr,
+                        "uwarp-perf: sdp zero copy: send mode %d, SrcAvail %llu, SinkAvail "
+                        "%llu, RDMA Write %llu octets, peer Reads %llu, Bcopy %llu octets\n",
+                        info.tx_mode, (unsigned long long)info.srcavail_sent,
+                        (unsigned long long)info.sinkavail_received,
+                        (unsigned long long)info.rdma_write_bytes,
+                        (unsigned long long)(info.zcopy_bytes - info.rdma_write_bytes),
+                        (unsigned long long)info.bcopy_bytes);
+        }
         uw_sdp_close(s);
     }
     uw_sdp_stack_destroy(st);
