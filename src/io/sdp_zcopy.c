@@ -82,6 +82,22 @@ void uw__sdp_zc_free(uw_sdp_sock *s)
     s->zmr_src = s->zmr_dst = s->zmr_sink = s->zmr_wsrc = NULL;
 }
 
+/* One signaled RDMA Read or Write between [addr, addr + len) under mr and
+ * the peer's stag/to. */
+static int post_rdma(uw_sdp_sock *s, uint64_t wr_id, int opcode, void *addr, uint32_t len,
+                     const uw_mr *mr, uint64_t to, uint32_t stag)
+{
+    uw_sge sge = {.addr = (uint64_t)(uintptr_t)addr, .length = len, .lkey = uw_mr_stag(mr)};
+    uw_send_wr w = {.wr_id = wr_id,
+                    .opcode = opcode,
+                    .flags = UW_SEND_SIGNALED,
+                    .sg_list = &sge,
+                    .num_sge = 1,
+                    .remote_addr = to,
+                    .rkey = stag};
+    return uw_post_send(s->qp, &w, 1, NULL);
+}
+
 static bool qp_live(const uw_sdp_sock *s)
 {
     int q = s->qp ? uw_qp_state(s->qp) : UW_QPS_ERROR;
@@ -126,18 +142,10 @@ static size_t zwrite_send(uw_sdp_sock *s, const uint8_t *buf, size_t len)
             revoke(s->zmr_wsrc);
             break;
         }
-        uw_sge sge = {
-            .addr = (uint64_t)(uintptr_t)p, .length = (uint32_t)n, .lkey = uw_mr_stag(s->zmr_wsrc)};
-        uw_send_wr w = {.wr_id = UW__SDP_WRID_ZWRITE,
-                        .opcode = UW_WR_RDMA_WRITE,
-                        .flags = UW_SEND_SIGNALED,
-                        .sg_list = &sge,
-                        .num_sge = 1,
-                        .remote_addr = wr.to,
-                        .rkey = wr.stag};
         /* Posted before the pump that sends its RdmaWrCompl: the QP keeps
          * the order, so the sink sees the report after the data. */
-        if (uw_post_send(s->qp, &w, 1, NULL) < 0)
+        if (post_rdma(s, UW__SDP_WRID_ZWRITE, UW_WR_RDMA_WRITE, p, (uint32_t)n, s->zmr_wsrc, wr.to,
+                      wr.stag) < 0)
             uw__sdp_conn_zwrite_done(c, false);
         uw__sdp_pump(s);
         /* The Write reads buf until it completes or the QP dies. */
@@ -331,15 +339,7 @@ ssize_t uw__sdp_zrecv(uw_sdp_sock *s, void *buf, size_t room, bool nb)
         return 0;
     }
     s->zc_ns = 0;
-    uw_sge sge = {.addr = (uint64_t)(uintptr_t)buf, .length = n, .lkey = uw_mr_stag(s->zmr_dst)};
-    uw_send_wr wr = {.wr_id = UW__SDP_WRID_ZREAD,
-                     .opcode = UW_WR_RDMA_READ,
-                     .flags = UW_SEND_SIGNALED,
-                     .sg_list = &sge,
-                     .num_sge = 1,
-                     .remote_addr = rd.to,
-                     .rkey = rd.stag};
-    int r = uw_post_send(s->qp, &wr, 1, NULL);
+    int r = post_rdma(s, UW__SDP_WRID_ZREAD, UW_WR_RDMA_READ, buf, n, s->zmr_dst, rd.to, rd.stag);
     if (r < 0) {
         uw__sdp_conn_zread_done(c, r);
         uw__sdp_pump(s);

@@ -12,46 +12,10 @@
 
 #include <cmocka.h>
 
-#include "sdp_pair.h"
+#include "sdp_zreg.h"
 #include "testutil.h"
 
 #define KIB 1024u
-#define NREG 8
-
-typedef struct wreg {
-    uint32_t stag;
-    uint8_t *addr;
-    uint64_t va;
-    uint32_t len;
-    bool valid;
-} wreg;
-
-static wreg regs[NREG];
-static uint32_t next_stag = 0x500;
-static unsigned invalidations, bad_invalidations;
-
-static wreg *reg_find(uint32_t stag)
-{
-    for (int i = 0; i < NREG; i++)
-        if (regs[i].stag == stag && regs[i].addr)
-            return &regs[i];
-    return NULL;
-}
-
-static void tap(void *ud, const sp_side *from, const sp_msg *m)
-{
-    (void)ud;
-    (void)from;
-    if (!m->inv)
-        return;
-    wreg *r = reg_find(m->inv_stag);
-    if (r && r->valid) {
-        r->valid = false;
-        invalidations++;
-    } else {
-        bad_invalidations++;
-    }
-}
 
 static void setup(sp_pair *p)
 {
@@ -59,9 +23,8 @@ static void setup(sp_pair *p)
     uw__sdp_conn_cfg_default(&a, false);
     uw__sdp_conn_cfg_default(&b, true);
     a.zcopy_sink = b.zcopy_sink = true;
-    memset(regs, 0, sizeof(regs));
-    invalidations = bad_invalidations = 0;
-    assert_int_equal(sp_setup_tap(p, &a, &b, tap, NULL), 0);
+    reg_reset();
+    assert_int_equal(sp_setup_tap(p, &a, &b, reg_tap, NULL), 0);
 }
 
 /* a's send half to Pipelined (12.3), delivered. */
@@ -76,31 +39,16 @@ static void to_pipe(sp_pair *p)
     assert_int_equal(sb.rx_mode, UW_SDP_PIPE_MODE);
 }
 
-static void fill_pattern(uint8_t *b, size_t n, uint32_t seed)
-{
-    for (size_t i = 0; i < n; i++)
-        b[i] = (uint8_t)((i * 2654435761u + seed) >> 13);
-}
-
 /* The sink advertises a buffer of len (registered in the table). */
-static wreg *zk_start(sp_side *x, uint32_t len, int expect)
+static zreg *zk_start(sp_side *x, uint32_t len, int expect)
 {
-    wreg *r = NULL;
-    for (int i = 0; i < NREG && !r; i++)
-        if (!regs[i].addr)
-            r = &regs[i];
+    zreg *r = reg_new(len);
     assert_non_null(r);
-    r->addr = calloc(1, len);
-    r->len = len;
-    r->va = 0x6f0000000000ull + (uint64_t)next_stag * 0x100000000ull;
-    r->stag = next_stag++;
-    r->valid = true;
     uw_sdp_zsink z = {.addr = r->addr, .len = len, .stag = r->stag, .va = r->va};
     assert_int_equal(uw__sdp_conn_zsink(x->c, &z), expect);
     sp_drain_tx(x);
     if (expect) {
-        free(r->addr);
-        memset(r, 0, sizeof(*r));
+        reg_drop(r);
         return NULL;
     }
     return r;
@@ -108,18 +56,12 @@ static wreg *zk_start(sp_side *x, uint32_t len, int expect)
 
 /* zsink_poll; at the end the driver revokes the STag. The buffer is kept
  * for the test to look at (zk_free). */
-static int zk_poll(sp_side *x, wreg *r, uw_sdp_zsink_res *res)
+static int zk_poll(sp_side *x, zreg *r, uw_sdp_zsink_res *res)
 {
     int rc = uw__sdp_conn_zsink_poll(x->c, res);
     if (rc != 0)
         r->valid = false;
     return rc;
-}
-
-static void zk_free(wreg *r)
-{
-    free(r->addr);
-    memset(r, 0, sizeof(*r));
 }
 
 /* The source's zwrite of len octets from src, and the RDMA Write as the
@@ -130,7 +72,7 @@ static int do_zwrite(sp_side *x, const uint8_t *src, uint32_t len)
     int rc = uw__sdp_conn_zwrite(x->c, len, &wr);
     if (rc < 0)
         return rc;
-    wreg *r = reg_find(wr.stag);
+    zreg *r = reg_find(wr.stag);
     int out = 0;
     if (!r || !r->valid || wr.to < r->va || wr.to + wr.len > r->va + r->len)
         out = UW_ERDMAP_STAG;
@@ -139,11 +81,6 @@ static int do_zwrite(sp_side *x, const uint8_t *src, uint32_t len)
     uw__sdp_conn_zwrite_done(x->c, out == 0);
     sp_drain_tx(x); /* the RdmaWrCompl, after the Write */
     return out;
-}
-
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
 /* The next MSeq x expects and the newest it may see acknowledged. */
@@ -298,7 +235,7 @@ static void test_write(void **st)
     assert_int_equal(uw__sdp_conn_params(b->c, &bp), 0);
     /* 9.5.1: only buffers larger than a receive Private Buffer. */
     assert_null(zk_start(b, bp.local_rcv_size, UW_EINVAL));
-    wreg *r = zk_start(b, 512 * KIB, 0);
+    zreg *r = zk_start(b, 512 * KIB, 0);
     assert_null(zk_start(b, 512 * KIB, UW_EAGAIN)); /* one at a time */
     assert_int_equal(b->last_mid, UW_SDP_SINKAVAIL);
     const uint8_t *w = b->out[(b->out_head + b->out_n - 1) % SP_MAXQ].data;
@@ -326,7 +263,7 @@ static void test_write(void **st)
     assert_memory_equal(r->addr, src, 200 * KIB);
     assert_int_equal(invalidations, 1);
     assert_int_equal(bad_invalidations, 0);
-    zk_free(r);
+    reg_drop(r);
     /* The next one takes the rest; the one after that meets Bcopy data. */
     r = zk_start(b, 512 * KIB, 0);
     sp_settle(&p);
@@ -336,7 +273,7 @@ static void test_write(void **st)
     assert_int_equal(zk_poll(b, r, &res), 1);
     assert_int_equal(res.placed, 400 * KIB);
     assert_memory_equal(r->addr, src + 200 * KIB, 400 * KIB);
-    zk_free(r);
+    reg_drop(r);
     char t[8];
     assert_int_equal(sp_recv(b, t, sizeof(t), 0), 4);
     assert_memory_equal(t, "tail", 4);
@@ -366,7 +303,7 @@ static void test_stale_crossing(void **st)
     to_pipe(&p);
     static uint8_t src[256 * KIB];
     fill_pattern(src, sizeof(src), 5);
-    wreg *r = zk_start(b, 256 * KIB, 0);
+    zreg *r = zk_start(b, 256 * KIB, 0);
     assert_int_equal(sp_send(a, "first", 5, 0), 5);
     assert_int_equal(sp_send(a, "second", 6, 0), 6); /* Nagle: one message */
     sp_settle(&p);
@@ -374,7 +311,7 @@ static void test_stale_crossing(void **st)
     assert_int_equal(zk_poll(b, r, &res), 1);
     assert_int_equal(res.placed, 0);
     assert_true(res.bcopy >= 5);
-    zk_free(r);
+    reg_drop(r);
     char t[16];
     assert_int_equal(sp_recv(b, t, res.bcopy, 0), res.bcopy);
     while (res.bcopy < 11) {
@@ -395,7 +332,7 @@ static void test_stale_crossing(void **st)
     assert_int_equal(zk_poll(b, r, &res), 1);
     assert_int_equal(res.placed, 256 * KIB);
     assert_memory_equal(r->addr, src, 256 * KIB);
-    zk_free(r);
+    reg_drop(r);
     assert_int_equal(a->rc, 0);
     assert_int_equal(b->rc, 0);
     sp_free(&p);
@@ -412,7 +349,7 @@ static void test_source_forces_bcopy(void **st)
     sp_side *a = &p.s[0], *b = &p.s[1];
     to_pipe(&p);
     for (int round = 0; round < 3; round++) {
-        wreg *r = zk_start(b, 128 * KIB, 0);
+        zreg *r = zk_start(b, 128 * KIB, 0);
         sp_settle(&p);
         assert_int_equal(uw__sdp_conn_zwrite_avail(a->c), 128 * KIB);
         assert_int_equal(sp_send(a, "small", 5, 0), 5);
@@ -421,17 +358,17 @@ static void test_source_forces_bcopy(void **st)
         uw_sdp_zsink_res res;
         assert_int_equal(zk_poll(b, r, &res), 1);
         assert_int_equal(res.bcopy, 5);
-        zk_free(r);
+        reg_drop(r);
         char t[8];
         assert_int_equal(sp_recv(b, t, 5, 0), 5);
     }
     uw_sdp_stats sa;
     uw__sdp_conn_stats(a->c, &sa);
     assert_int_equal(sa.sinkavail_stale, 0);
-    wreg *r = zk_start(b, 128 * KIB, 0);
+    zreg *r = zk_start(b, 128 * KIB, 0);
     sp_settle(&p);
     assert_int_equal(uw__sdp_conn_zwrite_avail(a->c), 128 * KIB);
-    zk_free(r);
+    reg_drop(r);
     sp_free(&p);
 }
 
@@ -478,7 +415,7 @@ static void test_cancel(void **st)
         to_pipe(&p);
         static uint8_t src[64 * KIB];
         fill_pattern(src, sizeof(src), 11);
-        wreg *r = zk_start(b, 256 * KIB, 0);
+        zreg *r = zk_start(b, 256 * KIB, 0);
         sp_settle(&p);
         if (k == 1)
             assert_int_equal(do_zwrite(a, src, sizeof(src)), 0);
@@ -501,7 +438,7 @@ static void test_cancel(void **st)
             assert_memory_equal(r->addr, src, sizeof(src));
         }
         assert_int_equal(sa.cancels_received, 1);
-        zk_free(r);
+        reg_drop(r);
         /* The stream goes on. */
         assert_int_equal(sp_send(a, "go", 2, 0), 2);
         sp_settle(&p);
@@ -531,7 +468,7 @@ static void test_crossing(void **st)
     const uint8_t *w = a->out[(a->out_head + a->out_n - 1) % SP_MAXQ].data;
     assert_int_equal(w[0], UW_SDP_SRCAVAIL);
     assert_int_equal(be32(w + 4), UW_SDP_BSDH_LEN + UW_SDP_SRCAH_LEN); /* no payload */
-    wreg *r = zk_start(b, 512 * KIB, 0);
+    zreg *r = zk_start(b, 512 * KIB, 0);
     sp_settle(&p);
     uint64_t sent = 1;
     assert_int_equal(uw__sdp_conn_zsend_poll(a->c, &sent), 1);
@@ -543,7 +480,7 @@ static void test_crossing(void **st)
     assert_int_equal(zk_poll(b, r, &res), 1);
     assert_int_equal(res.placed, sizeof(src));
     assert_memory_equal(r->addr, src, sizeof(src));
-    zk_free(r);
+    reg_drop(r);
     assert_int_equal(a->rc, 0);
     assert_int_equal(b->rc, 0);
     sp_free(&p);
@@ -559,7 +496,7 @@ static void test_pipe_to_comb(void **st)
     setup(&p);
     sp_side *a = &p.s[0], *b = &p.s[1];
     to_pipe(&p);
-    wreg *r = zk_start(b, 256 * KIB, 0);
+    zreg *r = zk_start(b, 256 * KIB, 0);
     sp_settle(&p);
     assert_int_equal(uw__sdp_conn_zwrite_avail(a->c), 256 * KIB);
     assert_int_equal(uw__sdp_conn_set_mode(a->c, UW_SDP_COMB_MODE), 0);
@@ -569,7 +506,7 @@ static void test_pipe_to_comb(void **st)
     uw_sdp_zsink_res res;
     assert_int_equal(zk_poll(b, r, &res), 1);
     assert_int_equal(res.placed + res.bcopy, 0);
-    zk_free(r);
+    reg_drop(r);
     uw_sdp_stats sb;
     uw__sdp_conn_stats(b->c, &sb);
     assert_int_equal(sb.rx_mode, UW_SDP_COMB_MODE);
@@ -594,7 +531,7 @@ static void test_pipe_to_comb(void **st)
     sp_settle(&p);
     assert_int_equal(zk_poll(b, r, &res), 1);
     assert_int_equal(res.placed + res.bcopy, 0);
-    zk_free(r);
+    reg_drop(r);
     /* Acked now: a SinkAvail is a violation (Figure 25). */
     assert_int_equal(sp_send(b, "y", 1, 0), 1);
     sp_settle(&p);
@@ -641,7 +578,7 @@ static void test_violations(void **st)
         sp_side *a = &p.s[0], *b = &p.s[1];
         if (k != 0)
             to_pipe(&p);
-        wreg *r = k >= 2 && k <= 4 ? zk_start(b, 256 * KIB, 0) : NULL;
+        zreg *r = k >= 2 && k <= 4 ? zk_start(b, 256 * KIB, 0) : NULL;
         sp_settle(&p);
         int rc;
         switch (k) {
@@ -675,7 +612,7 @@ static void test_violations(void **st)
         if (r) {
             uw_sdp_zsink_res res;
             assert_true(zk_poll(b, r, &res) < 0);
-            zk_free(r);
+            reg_drop(r);
         }
         sp_free(&p);
     }

@@ -13,49 +13,10 @@
 
 #include <cmocka.h>
 
-#include "sdp_pair.h"
+#include "sdp_zreg.h"
 #include "testutil.h"
 
 #define MIB (1u << 20)
-#define NREG 16
-
-typedef struct zreg {
-    uint32_t stag;
-    uint8_t *addr;
-    uint64_t va;
-    uint32_t len;
-    bool valid;
-} zreg;
-
-static zreg regs[NREG];
-static uint32_t next_stag = 0x100;
-static unsigned invalidations, bad_invalidations;
-
-static zreg *reg_find(uint32_t stag)
-{
-    for (int i = 0; i < NREG; i++)
-        if (regs[i].stag == stag && regs[i].addr)
-            return &regs[i];
-    return NULL;
-}
-
-/* The engine's view of a Send with Invalidate: the STag stops working
- * before the message is delivered. */
-static void tap(void *ud, const sp_side *from, const sp_msg *m)
-{
-    (void)ud;
-    (void)from;
-    if (!m->inv)
-        return;
-    zreg *r = reg_find(m->inv_stag);
-    if (r && r->valid) {
-        r->valid = false;
-        invalidations++;
-    } else {
-        bad_invalidations++;
-    }
-}
-
 static void setup(sp_pair *p, bool zsink)
 {
     uw_sdp_conn_cfg a, b;
@@ -63,38 +24,22 @@ static void setup(sp_pair *p, bool zsink)
     uw__sdp_conn_cfg_default(&b, true);
     a.zcopy_sink = b.zcopy_sink = zsink;
     a.ird = a.ord = b.ird = b.ord = 4;
-    memset(regs, 0, sizeof(regs));
-    invalidations = bad_invalidations = 0;
-    assert_int_equal(sp_setup_tap(p, &a, &b, tap, NULL), 0);
-}
-
-static void fill_pattern(uint8_t *b, size_t n, uint32_t seed)
-{
-    for (size_t i = 0; i < n; i++)
-        b[i] = (uint8_t)((i * 2654435761u + seed) >> 13);
+    reg_reset();
+    assert_int_equal(sp_setup_tap(p, &a, &b, reg_tap, NULL), 0);
 }
 
 /* Starts a zero-copy send of a copy of src; the copy is the buffer the
  * harness "registered". */
 static zreg *zs_start(sp_side *x, const uint8_t *src, uint32_t len, int expect)
 {
-    zreg *r = NULL;
-    for (int i = 0; i < NREG && !r; i++)
-        if (!regs[i].addr)
-            r = &regs[i];
+    zreg *r = reg_new(len);
     assert_non_null(r);
-    r->addr = malloc(len);
     memcpy(r->addr, src, len);
-    r->len = len;
-    r->va = 0x7f0000000000ull + (uint64_t)next_stag * 0x100000000ull; /* not the address */
-    r->stag = next_stag++;
-    r->valid = true;
     uw_sdp_zsrc z = {.addr = r->addr, .len = len, .stag = r->stag, .va = r->va};
     assert_int_equal(uw__sdp_conn_zsend(x->c, &z), expect);
     sp_drain_tx(x);
     if (expect) {
-        free(r->addr);
-        memset(r, 0, sizeof(*r));
+        reg_drop(r);
         return NULL;
     }
     return r;
@@ -119,11 +64,6 @@ static int64_t do_read(const uw_sdp_zread *rd, uint8_t *dst)
         return UW_ERDMAP_STAG;
     memcpy(dst, r->addr + (rd->to - r->va), rd->len);
     return rd->len;
-}
-
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
 static void test_read_whole(void **st)
