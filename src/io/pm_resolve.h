@@ -99,6 +99,13 @@ int uw__pm_resolve(uw__pm_resolver *r, const struct sockaddr *dst, socklen_t dst
 int uw__pm_resolver_sdp_reset(uw__pm_resolver *r, const struct sockaddr *dst, socklen_t dstlen,
                               const struct sockaddr *src);
 
+/* The cached PMAccept for dst turned out stale (its SDP Address reset a
+ * connection: the service restarted within PmTime). Forgets it and any
+ * denial remembered for dst, so that the next resolve asks the port mapper
+ * afresh instead of taking the reset for a PMDeny. Errors: UW_EINVAL. */
+int uw__pm_resolver_forget(uw__pm_resolver *r, const struct sockaddr *dst, socklen_t dstlen,
+                           const struct sockaddr *src);
+
 /* Forgets every cached answer, positive and negative. */
 void uw__pm_resolver_flush(uw__pm_resolver *r);
 

@@ -277,6 +277,9 @@ static int connect_pending(int fd, struct pl_sock *p, const struct sockaddr *add
      * answer for a program that never meets SDP) costs one UDP exchange,
      * or nothing, and no stack. On a PMAccept the stack is created and its
      * connect finds the answer in the shared resolver's cache. */
+    bool retried = false;
+again:;
+    bool cached = false;
     int perr = 0;
     uw__pm_resolver *pr = pl_resolver(&perr);
     if (!pr) {
@@ -288,6 +291,7 @@ static int connect_pending(int fd, struct pl_sock *p, const struct sockaddr *add
         PL_LEAVE();
         why[0] = 0;
         if (q == 0) {
+            cached = res.reason == UW__PM_RES_CACHED;
             PL_LOG(PL_LOG_DEBUG, fd, "connect %s: port mapper: %s", as, res.why);
             if (!res.use_sdp)
                 snprintf(why, sizeof(why), "%s", uw__pm_res_short_why(&res));
@@ -338,6 +342,16 @@ static int connect_pending(int fd, struct pl_sock *p, const struct sockaddr *add
         PL_ENTER();
         r = uw_sdp_connect(s, addr, len);
         PL_LEAVE();
+    }
+    if (r == -ECONNREFUSED && !nb && cached && !retried) {
+        /* A PMAccept from the cache met a reset: the service most likely
+         * restarted on its port within PmTime. 7.5.1's "reset means PMDeny"
+         * is for a fresh answer, so ask the port mapper once more. */
+        sdp_close(s);
+        uw__pm_resolver_forget(pr, addr, len, NULL);
+        PL_LOG(PL_LOG_DEBUG, fd, "connect %s: cached SDP Address refused; asking again", as);
+        retried = true;
+        goto again;
     }
     uw_sdp_info in;
     sdp_info(s, &in);

@@ -596,6 +596,46 @@ static bool check_shutdown(void)
     return true;
 }
 
+static int first_port;
+
+/* A service restarted on its port within PmTime: the client's cached
+ * PMAccept names the old SDP port, which refuses; the connect must reach
+ * the new listener over SDP (not fall back to TCP, as 7.5.1 would for a
+ * fresh answer). */
+static bool check_restart(void)
+{
+    int port, rc;
+    for (int round = 0; round < 2; round++) {
+        int l = make_listener(&port);
+        if (round == 1) {
+            close(l); /* rebind the same port: the first round's service port */
+            l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            int one = 1;
+            setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+            struct sockaddr_in a = {.sin_family = AF_INET,
+                                    .sin_port = htons((uint16_t)first_port),
+                                    .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+            CHECK(bind(l, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(l, 4) == 0,
+                  "rebind port %d: %s", first_port, strerror(errno));
+            port = first_port;
+        }
+        first_port = port;
+        int c = connect_to(port, false, &rc);
+        CHECK(rc == 0, "round %d: connect: %s", round, strerror(-rc));
+        int s = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        CHECK(s >= 0, "round %d: accept: %s", round, strerror(errno));
+        if (!transport_ok(c, round ? "client after the restart" : "client") ||
+            !transport_ok(s, round ? "server after the restart" : "server"))
+            return false;
+        char b;
+        CHECK(write(c, "r", 1) == 1 && read(s, &b, 1) == 1 && b == 'r', "round %d: data", round);
+        close(c);
+        close(s);
+        close(l);
+    }
+    return true;
+}
+
 static const struct {
     const char *name;
     bool (*fn)(void);
@@ -603,7 +643,7 @@ static const struct {
     {"echo", check_echo},         {"epoll", check_epoll},     {"dup", check_dup},
     {"calls", check_calls},       {"sigpipe", check_sigpipe}, {"eintr", check_eintr},
     {"sendfile", check_sendfile}, {"fork", check_fork},       {"exec", check_exec},
-    {"shutdown", check_shutdown},
+    {"shutdown", check_shutdown}, {"restart", check_restart},
 };
 
 int main(int argc, char **argv)
