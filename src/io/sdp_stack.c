@@ -375,6 +375,8 @@ static void report_llp_closed(uw_sdp_sock *s, int err)
     uw__sdp_conn_llp_closed(s->conn, err);
 }
 
+static void take_queued(uw_sdp_stack *st);
+
 void uw__sdp_pump(uw_sdp_sock *s)
 {
     uw_sdp_conn *c = s->conn;
@@ -388,6 +390,17 @@ void uw__sdp_pump(uw_sdp_sock *s)
         while (uw__sdp_conn_next_tx(c, &t) == 1)
             post_send(s, &b, &t);
         flush_sends(s, &b);
+        if (s->st->cq->ring.count && !s->st->taking && uw__sdp_conn_nagle_held(c)) {
+            /* Nagle holds a partial message until the Sends before it
+             * complete, and their completions may already be in the CQ,
+             * which makes no fd readable: an application thread's send()
+             * that returned now would leave the partial message to a
+             * progress thread that nothing wakes. Take them here; the
+             * nested pumps (on_wc) send it. */
+            s->st->taking = true;
+            take_queued(s->st);
+            s->st->taking = false;
+        }
         if (uw__sdp_conn_state(c) == UW_SDP_S_OPEN)
             flow_timer(s);
         int act = uw__sdp_conn_llp_action(c);
@@ -1087,6 +1100,11 @@ static void *thread_main(void *arg)
         int tick = st->driving > 0 ? UW__SDP_ASIDE_MS : ms_until(quiet, now);
         if (aside && (tmo < 0 || tmo > tick))
             tmo = tick;
+        /* Completions already in the CQ make no fd readable: an application
+         * thread's send() can leave its last Send's completion there, and
+         * the data Nagle holds behind it waits for this thread to take it. */
+        if (st->cq->ring.count && !aside)
+            tmo = 0;
         st->thr_wake_ns = tmo < 0 ? UINT64_MAX : now + (uint64_t)tmo * 1000000u;
         /* Port-mapper listeners' TCP sockets: watched here until one has
          * a connection waiting (then its mirror is readable until accept

@@ -259,6 +259,9 @@ int uw__sdp_conn_poke(uw_sdp_conn *c);
  * allows). The driver times the 200 ms. */
 bool uw__sdp_conn_held(const uw_sdp_conn *c);
 void uw__sdp_conn_release_held(uw_sdp_conn *c);
+/* Nagle (no TCP_NODELAY) holds a partial message until the data Sends
+ * before it complete: the driver must take those completions promptly. */
+bool uw__sdp_conn_nagle_held(const uw_sdp_conn *c);
 
 enum uw_sdp_opt {
     UW_SDP_OPT_NODELAY = 1, /* bool: send partial messages at once */

@@ -357,6 +357,12 @@ bool uw__sdp_conn_stalled(const uw_sdp_conn *c)
     return t->state == TX_READY || !(c->cork || c->more || (!c->nodelay && c->data_inflight));
 }
 
+bool uw__sdp_conn_nagle_held(const uw_sdp_conn *c)
+{
+    return c->tf_n && c->data_inflight && !c->nodelay && !c->cork && !c->more &&
+           c->tx[c->tx_fifo[c->tf_head]].state == TX_FILLING;
+}
+
 bool uw__sdp_conn_held(const uw_sdp_conn *c)
 {
     if (!c->tf_n || !(c->cork || c->more))
