@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # uwarp-sdpcat basics over loopback: a small file each way at once, empty
-# stdin, one direction only, Read Zcopy (--zcopy-min), IPv6, the -v JSON
+# stdin, one direction only, Read Zcopy (--zcopy-min), Write Zcopy
+# (--sink-avail, --mode pipelined), IPv6, the -v JSON
 # lines, and a refused connection (nothing listening: exit 3).
 . "$(dirname "$0")/lib.sh"
 
@@ -96,6 +97,27 @@ CHECKS=$((CHECKS + 1))
 CHECKS=$((CHECKS + 1))
 [ "$(json_get "$zl" rdma_read_bytes)" -gt 0 ] 2>/dev/null ||
     fail "zcopy: receiver's rdma_read_bytes > 0: $zl"
+
+# Write Zcopy (9.3): the sender asks for Pipelined Mode, the receiver
+# waits in blocking receives (--sink-avail), so they are advertised with
+# SinkAvail and the sender RDMA-Writes into them. A SinkAvail that the
+# sender's SrcAvail crosses is ignored (11.3), so some data may go by Read.
+sopts="-v --timeout 10 --zcopy-min 65536"
+pair sink /dev/null "$TMP/z.bin" "$sopts --recv-size 1048576 --sink-avail" \
+    "$sopts --chunk 1048576 --mode pipelined"
+expect_eq "sink: connector rc ($(errs sink))" 0 "$CRC"
+expect_eq "sink: listener rc ($(errs sink))" 0 "$LRC"
+expect_eq "sink: sha256 of what arrived" "$(sha256sum <"$TMP/z.bin" | cut -d' ' -f1)" \
+    "$(sha256sum <"$(f sink.l).out" | cut -d' ' -f1)"
+sc=$(json_line "$(f sink.c).err" sent)
+sl=$(json_line "$(f sink.l).err" sent)
+CHECKS=$((CHECKS + 1))
+[ "$(json_get "$sl" sinkavail_sent)" -gt 0 ] 2>/dev/null ||
+    fail "sink: receiver's sinkavail_sent > 0: $sl"
+CHECKS=$((CHECKS + 1))
+[ "$(json_get "$sc" rdma_write_bytes)" -gt 0 ] 2>/dev/null ||
+    fail "sink: sender's rdma_write_bytes > 0: $sc"
+expect_eq "sink: sender's mode_changes" 1 "$(json_get "$sc" mode_changes)"
 
 # IPv6 loopback: [::1]:PORT to listen, plain ::1 to connect.
 if python3 -c 'import socket; s=socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then

@@ -45,6 +45,7 @@
 #define SC_CHUNK_MAX (16u << 20)
 #define SC_RECV_BUF 65536u
 #define SC_RECV_MAX (16u << 20)
+#define SC_SINK_WAIT_MS 200
 
 static const char HELP[] =
     "usage: uwarp-sdpcat [OPTIONS] -l [ADDR:]PORT   listen (Accepting Peer), serve one connection\n"
@@ -92,6 +93,11 @@ static const char HELP[] =
     "                     at least --zcopy-min octets, and more than a receive\n"
     "                     Private Buffer, is advertised with SinkAvail and the\n"
     "                     peer RDMA-Writes into it (Write Zcopy, section 9.3)\n"
+    "  --sink-avail       with --zcopy-min: receive in blocking calls of --recv-size\n"
+    "                     octets (200 ms each, stdin looked at in between), so\n"
+    "                     that a receive the library may advertise (see --mode)\n"
+    "                     is advertised with SinkAvail; otherwise this side only\n"
+    "                     receives once data is waiting, and never advertises\n"
     "  --rcvbuf-size N    size of our receive Private Buffers (octets)\n"
     "  --bufs N           number of our receive Private Buffers (at least 4)\n"
     "  --nodelay          TCP_NODELAY: send partial messages at once\n"
@@ -151,6 +157,7 @@ typedef struct sc_opts {
     uint32_t zcopy_min;
     uint32_t rcvbuf_size, bufs; /* 0: library default */
     bool nodelay;
+    bool sink_avail; /* --sink-avail */
     bool oob_at_set;
     uint64_t oob_at;
     const char *oob_out;
@@ -173,6 +180,7 @@ struct sc {
     uint64_t in_off; /* stdin octets read so far */
     bool in_eof, shut_sent, peer_eof, closed;
     uint32_t zc; /* zero-copy threshold in effect on an SDP connection (0: none) */
+    bool sink;   /* --sink-avail in effect: receives block (SC_SINK_WAIT_MS each) */
     char what[160];
     uint8_t *rbuf; /* --recv-size octets */
 };
@@ -214,6 +222,8 @@ static int parse_args(int argc, char **argv, sc_opts *o)
             o->pm = true;
         } else if (!strcmp(a, "--nodelay")) {
             o->nodelay = true;
+        } else if (!strcmp(a, "--sink-avail")) {
+            o->sink_avail = true;
         } else if ((r = cli_opt(argc, argv, &i, "--pm-server", &v)) != 0) {
             if (r < 0)
                 return SC_USAGE;
@@ -753,7 +763,9 @@ static int recv_some(struct sc *c, bool *progress)
     for (int rounds = 0; rounds < 64; rounds++) {
         size_t want = c->o->recv_size;
         int flags = MSG_DONTWAIT;
-        if (c->zc && c->oob_fd < 0) {
+        if (c->sink && rounds == 0) {
+            flags = 0; /* blocking, bounded by SO_RCVTIMEO (zcopy_setup) */
+        } else if (c->zc && c->oob_fd < 0) {
             /* A nonblocking recv() would turn an advertised buffer down
              * (Bcopy instead of a Read), so this one blocks, but only once
              * the descriptor says it will not wait. Not with --oob-out: its
@@ -865,6 +877,16 @@ static int data_loop(struct sc *c)
         }
         if (c->shut_sent && c->peer_eof)
             return SC_OK;
+        /* --sink-avail: wait in a blocking receive rather than in poll(),
+         * the only kind of receive the library advertises. */
+        bool sink_waited = false;
+        if (c->sink && !c->peer_eof && !c->ilen) {
+            bool got = false;
+            if ((rc = recv_some(c, &got)) >= 0)
+                return rc;
+            progress |= got;
+            sink_waited = !got;
+        }
 
         struct pollfd p[2];
         int np = 0, in_i = -1;
@@ -881,7 +903,7 @@ static int data_loop(struct sc *c)
             p[np].events = POLLIN;
             np++;
         }
-        int timeout = progress ? 0 : rc_remaining_ms(idle_deadline);
+        int timeout = progress || sink_waited ? 0 : rc_remaining_ms(idle_deadline);
         int n = poll(p, (nfds_t)np, timeout);
         if (n < 0) {
             if (errno == EINTR)
@@ -890,7 +912,7 @@ static int data_loop(struct sc *c)
             return SC_PROTO;
         }
         if (n == 0) {
-            if (progress)
+            if (progress || (sink_waited && rc_remaining_ms(idle_deadline) != 0))
                 continue;
             const char *waiting = c->ilen        ? "waiting for the peer to take our data"
                                   : !c->peer_eof ? "waiting for data from the peer"
@@ -999,6 +1021,16 @@ static int zcopy_setup(struct sc *c)
         return SC_PROTO;
     }
     c->zc = i.zcopy_threshold;
+    if (c->o->sink_avail && c->oob_fd < 0) {
+        struct timeval tv = {.tv_sec = 0, .tv_usec = SC_SINK_WAIT_MS * 1000};
+        rc = uw_sdp_setsockopt(c->s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        if (rc < 0) {
+            cli_msg("cannot set SO_RCVTIMEO for --sink-avail: %s (%s)", uw_strerror(rc),
+                    uw_err_name(rc));
+            return SC_PROTO;
+        }
+        c->sink = true;
+    }
     if (!c->o->chunk_set && c->zc > c->chunk) {
         size_t n = c->zc < SC_CHUNK_MAX ? c->zc : SC_CHUNK_MAX;
         uint8_t *b = realloc(c->ibuf, n);
