@@ -151,7 +151,10 @@ struct uw_sdp_stack {
  * moved, 0 when zero copy does not apply now (use Bcopy), or an error. */
 #define UW__SDP_WRID_ZREAD UINT64_MAX
 #define UW__SDP_WRID_ZWRITE (UINT64_MAX - 1)
-ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len);
+/* zsend: a deadline (0: none) or a signal revokes the advertisement
+ * (SrcAvailCancel); *cut then says UW_EAGAIN or -EINTR and the return
+ * value counts the octets the peer took before. */
+ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len, uint64_t deadline_ns, int *cut);
 ssize_t uw__sdp_zrecv(uw_sdp_sock *s, void *buf, size_t room, bool nb);
 /* Write Zcopy's receive: the octets placed or copied into buf, 0 when
  * none were (*advertised says whether a SinkAvail went: if not, read as

@@ -710,14 +710,18 @@ static ssize_t send_part(uw_sdp_sock *s, struct iovec *iov, int cnt, size_t tota
     while (idx < cnt && *done < total) {
         if (!nb && !cf && s->conn && iov[idx].iov_len >= s->zc_min && s->zc_min) {
             /* Read Zcopy (sdp_zcopy.c): the peer reads this buffer. */
-            ssize_t z = uw__sdp_zsend(s, iov[idx].iov_base, iov[idx].iov_len);
+            int cut;
+            ssize_t z = uw__sdp_zsend(s, iov[idx].iov_base, iov[idx].iov_len, dl, &cut);
             if (z < 0)
                 return z;
             if (z > 0) {
                 *done += (size_t)z;
                 iov_advance(iov, &idx, cnt, (size_t)z);
-                continue;
             }
+            if (cut) /* SO_SNDTIMEO or a signal revoked it: TCP's short send */
+                return cut;
+            if (z > 0)
+                continue;
         }
         ssize_t r = uw__sdp_conn_send(s->conn, iov + idx, cnt - idx, cf);
         uw__sdp_pump(s);

@@ -170,9 +170,10 @@ static void mode_policy(uw_sdp_sock *s)
         uw__sdp_pump(s);
 }
 
-ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len)
+ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len, uint64_t deadline_ns, int *cut)
 {
-    if (!s->conn || !s->qp || !s->zc_min || len < s->zc_min || s->sndtimeo_ms)
+    *cut = 0;
+    if (!s->conn || !s->qp || !s->zc_min || len < s->zc_min)
         return 0;
     if (len > UW__SDP_ZSEND_MAX)
         len = UW__SDP_ZSEND_MAX;
@@ -195,16 +196,34 @@ ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len)
         return 0;
     }
     uw__sdp_pump(s);
-    uint64_t sent = 0;
+    uint64_t sent = 0, hard = 0;
+    uw_sdp_conn *c = s->conn;
+    bool intr = false;
     for (;;) {
-        r = uw__sdp_conn_zsend_poll(s->conn, &sent);
+        r = uw__sdp_conn_zsend_poll(c, &sent);
         if (r != 0)
             break;
-        /* No deadline and no EINTR: the peer reads from this buffer until
-         * it says it is done, so the call cannot return before (it is not
-         * used with SO_SNDTIMEO). The connection's own failure ends it. */
-        uw__sdp_wait(s, POLLOUT, 0);
-        if (!s->conn)
+        uint64_t now = uw__sdp_now_ns();
+        if (!*cut && (intr || (deadline_ns && now >= deadline_ns))) {
+            /* SO_SNDTIMEO or a signal: revoke (9.5.4). The peer may be
+             * reading, so the buffer is the peer's until it answers. */
+            *cut = intr ? -EINTR : UW_EAGAIN;
+            hard = uw__sdp_deadline_ms(5000);
+            if (uw__sdp_conn_zsend_cancel(c) == 0)
+                uw__sdp_pump(s);
+            continue;
+        }
+        if (*cut && now >= hard) {
+            uw__sdp_log(s->st, UW_LOG_WARN,
+                        "SDP: no answer to SrcAvailCancel within 5 s: aborting the connection");
+            uw_abort(s->qp); /* no Read can reach the buffer after this */
+            uw__sdp_conn_zsend_poll(c, &sent);
+            r = UW_ECONNRESET;
+            break;
+        }
+        if (uw__sdp_wait(s, POLLOUT, *cut ? hard : deadline_ns) == -EINTR)
+            intr = true;
+        if (s->conn != c)
             break;
     }
     revoke(s->zmr_src);
@@ -213,6 +232,8 @@ ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len)
         return sent ? (ssize_t)sent : -EPIPE;
     if (r < 0)
         return sent ? (ssize_t)sent : r;
+    if (*cut)
+        return (ssize_t)sent;
     mode_policy(s);
     /* A SinkAvail crossed the SrcAvail (11.3): the rest goes into it. */
     if (sent < len)

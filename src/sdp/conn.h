@@ -319,6 +319,15 @@ int uw__sdp_conn_zsend(uw_sdp_conn *c, const uw_sdp_zsrc *z);
  * the payload plus what its RdmaRdCompls reported). After 1 or an error
  * the core no longer refers to the buffer. UW_EINVAL when none was started. */
 int uw__sdp_conn_zsend_poll(uw_sdp_conn *c, uint64_t *sent);
+/* Revokes the zero-copy send (9.5.4: a send() timeout or signal). Not yet
+ * advertised: it ends at once. Advertised: a SrcAvailCancel goes out, and
+ * the send ends (zsend_poll 1, *sent short of len) once the sink Processed
+ * the advertisement: RdmaRdCompls for all of it (then nothing was cut), a
+ * SendSm (its answer to the cancel, or a refusal sent before it saw the
+ * cancel, which it then ignores), or a crossing SinkAvail. After a SendSm,
+ * the copying stops where it is. UW_EALREADY when it already ended,
+ * UW_EINVAL when none was started. */
+int uw__sdp_conn_zsend_cancel(uw_sdp_conn *c);
 
 typedef struct uw_sdp_zread {
     uint32_t stag; /* the peer's STag (SrcAH) */

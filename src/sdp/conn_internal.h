@@ -64,6 +64,9 @@ typedef struct zsrc {
     uint8_t state;    /* enum zs_state */
     int err;          /* the connection ended before the end (ZS_DONE) */
     bool crossed;     /* ended by a crossing SinkAvail: the rest is not sent */
+    bool cancel_due;  /* SrcAvailCancel to send (9.5.4) */
+    bool cancel_sent; /* SrcAvailCancel sent: the next SendSm ends it */
+    bool cancelled;   /* ended by the revocation: the rest is not sent */
 } zsrc;
 #define ZS_MEM (UW_SDP_BSDH_LEN + UW_SDP_SRCAH_LEN + UW_SDP_SRCAVAIL_PAYLOAD)
 #define ZS_ID (RX_CAP + TX_CAP + CTL_CAP) /* the SrcAvail's Send */
@@ -233,6 +236,7 @@ int uw__sdp_on_rdmardcompl(uw_sdp_conn *c, const uw_sdp_msg *m);
 int uw__sdp_on_sendsm(uw_sdp_conn *c);
 int uw__sdp_zs_next(uw_sdp_conn *c, int32_t credit, uw_sdp_tx *out);
 bool uw__sdp_zs_holds_data(const uw_sdp_conn *c);
+int uw__sdp_zs_cancel_next(uw_sdp_conn *c, uw_sdp_tx *out);
 void uw__sdp_zs_fill(uw_sdp_conn *c);
 void uw__sdp_zs_abort(uw_sdp_conn *c);
 /* 11.3 rule 1: a current SinkAvail discards our SrcAvail. */

@@ -267,7 +267,9 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
             c->st.sendsm_sent++;
             return uw__sdp_send_ctl(c, UW_SDP_SENDSM, 0, true, out);
         }
-        int r = uw__sdp_wz_next(c, out);
+        int r = uw__sdp_zs_cancel_next(c, out);
+        if (!r)
+            r = uw__sdp_wz_next(c, out);
         if (r)
             return r;
         if (c->chra_due && !c->chra_wait_old) {

@@ -7,6 +7,8 @@
 
 /* ---- Data Source -------------------------------------------------------- */
 
+static void zs_finish(uw_sdp_conn *c);
+
 int uw__sdp_conn_zsend(uw_sdp_conn *c, const uw_sdp_zsrc *z)
 {
     if (!z || !z->addr || !z->len || z->len > UW_SDP_MAX_ADVERT_LEN)
@@ -63,9 +65,50 @@ int uw__sdp_conn_zsend_poll(uw_sdp_conn *c, uint64_t *sent)
             *sent = z->acked ? (uint64_t)z->pay + z->acked : 0;
         return z->err;
     }
-    if (sent && !z->crossed)
+    if (sent && !z->crossed && !z->cancelled)
         *sent = z->len;
     return 1;
+}
+
+int uw__sdp_conn_zsend_cancel(uw_sdp_conn *c)
+{
+    zsrc *z = &c->zs;
+    switch (z->state) {
+    case ZS_NONE:
+        return UW_EINVAL;
+    case ZS_QUEUED: /* never advertised: nothing to revoke */
+        z->pay = 0;
+        z->cancelled = true;
+        z->state = ZS_DONE;
+        return 0;
+    case ZS_SENT:
+        if (!z->cancel_due && !z->cancel_sent)
+            z->cancel_due = true;
+        return 0;
+    case ZS_BCOPY: /* Processed by a SendSm: what is copied goes, no more */
+        uw__sdp_seal(c);
+        z->cancelled = true;
+        zs_finish(c);
+        return 0;
+    default:
+        return UW_EALREADY;
+    }
+}
+
+/* 9.5.4: the SrcAvailCancel, a payload-free message (credit 2, a control
+ * slot: the caller checked both). */
+int uw__sdp_zs_cancel_next(uw_sdp_conn *c, uw_sdp_tx *out)
+{
+    zsrc *z = &c->zs;
+    if (!z->cancel_due || z->state != ZS_SENT)
+        return 0;
+    int r = uw__sdp_send_ctl(c, UW_SDP_SRCAVAILCANCEL, 0, true, out);
+    if (r > 0) {
+        z->cancel_due = false;
+        z->cancel_sent = true;
+        c->st.cancels_sent++;
+    }
+    return r;
 }
 
 void uw__sdp_zs_crossed(uw_sdp_conn *c)
@@ -190,7 +233,18 @@ int uw__sdp_on_sendsm(uw_sdp_conn *c)
     c->st.sendsm_received++;
     if (c->zs.state != ZS_SENT)
         return uw__sdp_violate(c, "9.5.2.1: SendSm without an In-Process SrcAvail of ours");
-    c->zs.state = ZS_BCOPY;
+    zsrc *z = &c->zs;
+    if (z->cancel_due || z->cancel_sent) {
+        /* 9.5.4: the SendSm answering our SrcAvailCancel (or a refusal
+         * sent before the sink saw it, after which it ignores the cancel):
+         * either way the advertisement is Processed, and the rest is not
+         * sent. */
+        z->cancel_due = false;
+        z->cancelled = true;
+        zs_finish(c);
+        return 0;
+    }
+    z->state = ZS_BCOPY;
     uw__sdp_zs_fill(c);
     return 0;
 }

@@ -259,6 +259,116 @@ static void test_sendsm(void **st)
     }
 }
 
+/* SrcAvail revocation (9.5.4) from the Data Source, as a send() timeout
+ * does it: case 0 before the SrcAvail went (nothing on the wire), 1 an
+ * Unprocessed SrcAvail (the sink drops it and answers SendSm; the source
+ * ends with the payload sent), 2 an In-Process one (the sink Read part:
+ * it goes on and its RdmaRdCompl Processes all), 3 the sink's refusal
+ * crossing the cancel (the SendSm ends it; the sink then ignores the
+ * cancel, no second SendSm), 4 after the SendSm (the copying stops). The
+ * stream stays exact: what the source reports taken is what the sink
+ * reads, and the next send follows it. */
+static void test_source_cancel(void **st)
+{
+    (void)st;
+    for (int k = 0; k < 5; k++) {
+        sp_pair p;
+        setup(&p, true);
+        sp_side *a = &p.s[0], *b = &p.s[1];
+        uint32_t len = k == 4 ? 8 * MIB : MIB; /* 4: more than the send slots take */
+        uint8_t *src = malloc(len), *dst = malloc(len + 16);
+        fill_pattern(src, len, 40 + k);
+        zreg *r;
+        if (k == 0) {
+            /* Not yet sent (no pass since zsend). */
+            r = reg_new(len);
+            memcpy(r->addr, src, len);
+            uw_sdp_zsrc z = {.addr = r->addr, .len = len, .stag = r->stag, .va = r->va};
+            assert_int_equal(uw__sdp_conn_zsend(a->c, &z), 0);
+        } else {
+            r = zs_start(a, src, len, 0);
+            sp_settle(&p);
+        }
+        size_t got = 0;
+        if (k >= 1) {
+            got = (size_t)sp_recv(b, dst, len, 0);
+            assert_int_equal(got, UW_SDP_SRCAVAIL_PAYLOAD);
+        }
+        if (k == 2) {
+            uw_sdp_zread rd;
+            assert_int_equal(uw__sdp_conn_zread(b->c, 100000, &rd), 0);
+            uw__sdp_conn_zread_done(b->c, do_read(&rd, dst + got));
+            assert_int_equal(uw__sdp_conn_zread_collect(b->c), 100000);
+            got += 100000;
+            sp_drain_tx(b);
+        }
+        if (k == 3 || k == 4) {
+            assert_int_equal(uw__sdp_conn_force_bcopy(b->c), 0);
+            sp_drain_tx(b); /* the SendSm is on its way */
+            if (k == 4)
+                sp_settle(&p); /* it arrived: the source copies */
+        }
+        assert_int_equal(uw__sdp_conn_zsend_cancel(a->c), 0);
+        sp_drain_tx(a);
+        if (k == 1)
+            assert_int_equal(a->last_mid, UW_SDP_SRCAVAILCANCEL);
+        uint64_t sent = 0;
+        int rc = 0;
+        for (int guard = 0; r && guard < 1000; guard++) {
+            sp_settle(&p);
+            if (k == 2 && uw__sdp_conn_zavail(b->c)) { /* our sink finishes it */
+                uw_sdp_zread rd;
+                uint32_t n = uw__sdp_conn_zavail(b->c);
+                assert_int_equal(uw__sdp_conn_zread(b->c, n, &rd), 0);
+                uw__sdp_conn_zread_done(b->c, do_read(&rd, dst + got));
+                got += (size_t)uw__sdp_conn_zread_collect(b->c);
+                sp_drain_tx(b);
+            }
+            long n = sp_recv(b, dst + got, len - got, 0);
+            if (n > 0)
+                got += (size_t)n;
+            if ((rc = zs_poll(a, r, &sent)) != 0)
+                r = NULL;
+        }
+        assert_null(r);
+        assert_int_equal(rc, 1);
+        uint32_t want = k == 0 ? 0 : k == 2 ? len : UW_SDP_SRCAVAIL_PAYLOAD;
+        if (k == 4) {
+            assert_true(sent >= UW_SDP_SRCAVAIL_PAYLOAD && sent < len);
+            want = (uint32_t)sent;
+        }
+        assert_int_equal(sent, want);
+        /* The stream: what was taken, then the next send. */
+        bool queued = false;
+        for (int guard = 0; got < want + 4 && guard < 1000; guard++) {
+            if (!queued) { /* 4: the copied part fills the send slots first */
+                long q = sp_send(a, "next", 4, 0);
+                assert_true(q == 4 || q == UW_EAGAIN);
+                queued = q == 4;
+            }
+            sp_settle(&p);
+            long n = sp_recv(b, dst + got, len + 16 - got, 0);
+            if (n > 0)
+                got += (size_t)n;
+        }
+        assert_int_equal(got, want + 4);
+        assert_memory_equal(dst, src, want);
+        assert_memory_equal(dst + want, "next", 4);
+        uw_sdp_stats sa, sb;
+        uw__sdp_conn_stats(a->c, &sa);
+        uw__sdp_conn_stats(b->c, &sb);
+        assert_int_equal(sa.cancels_sent, k == 0 || k == 4 ? 0 : 1);
+        assert_int_equal(sa.srcavail_sent, k == 0 ? 0 : 1);
+        assert_int_equal(sb.sendsm_sent, k == 1 || k == 3 || k == 4 ? 1 : 0);
+        assert_int_equal(uw__sdp_conn_zsend_cancel(a->c), UW_EINVAL);
+        assert_int_equal(a->rc, 0);
+        assert_int_equal(b->rc, 0);
+        free(src);
+        free(dst);
+        sp_free(&p);
+    }
+}
+
 /* Data queued before the zero-copy send goes first, whole; Nagle's partial
  * message is not held behind the SrcAvail. */
 static void test_order(void **st)
@@ -661,11 +771,11 @@ static void test_random(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_read_whole),     cmocka_unit_test(test_read_in_parts),
-        cmocka_unit_test(test_sendsm),         cmocka_unit_test(test_order),
-        cmocka_unit_test(test_both_advertise), cmocka_unit_test(test_sink_off),
-        cmocka_unit_test(test_refusals),       cmocka_unit_test(test_violations),
-        cmocka_unit_test(test_random),
+        cmocka_unit_test(test_read_whole), cmocka_unit_test(test_read_in_parts),
+        cmocka_unit_test(test_sendsm),     cmocka_unit_test(test_source_cancel),
+        cmocka_unit_test(test_order),      cmocka_unit_test(test_both_advertise),
+        cmocka_unit_test(test_sink_off),   cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_violations), cmocka_unit_test(test_random),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
