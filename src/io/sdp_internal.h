@@ -127,7 +127,7 @@ struct uw_sdp_stack {
     unsigned driving;       /* application threads polling the context fd */
     uint64_t last_drive_ns; /* when the last one stopped */
     bool thr_aside;         /* the progress thread waits without the context fd */
-    bool taking;            /* uw__sdp_pump is taking queued completions */
+    bool in_cq;             /* completions are being handled (run_wcs) */
     bool app_drives;        /* uw_sdp_stack_wait_begin() was used: waits drive */
     bool thr_in_poll;       /* atomic: the progress thread is inside poll() */
     unsigned thr_polls;     /* atomic: poll() calls it has returned from */

@@ -390,16 +390,17 @@ void uw__sdp_pump(uw_sdp_sock *s)
         while (uw__sdp_conn_next_tx(c, &t) == 1)
             post_send(s, &b, &t);
         flush_sends(s, &b);
-        if (s->st->cq->ring.count && !s->st->taking && uw__sdp_conn_nagle_held(c)) {
+        if (s->st->cq->ring.count && !s->st->in_cq && uw__sdp_conn_nagle_held(c)) {
             /* Nagle holds a partial message until the Sends before it
              * complete, and their completions may already be in the CQ,
              * which makes no fd readable: an application thread's send()
              * that returned now would leave the partial message to a
              * progress thread that nothing wakes. Take them here; the
-             * nested pumps (on_wc) send it. */
-            s->st->taking = true;
+             * nested pumps (on_wc) send it. Never while completions are
+             * being handled (in_cq): the ones taken here would overtake
+             * the rest of that batch, and a connection's receives must be
+             * handled in order. That pass empties the ring anyway. */
             take_queued(s->st);
-            s->st->taking = false;
         }
         if (uw__sdp_conn_state(c) == UW_SDP_S_OPEN)
             flow_timer(s);
@@ -902,13 +903,23 @@ static bool close_finished(const uw_sdp_sock *s)
     return s->llp_closed && (qs == UW_QPS_CLOSED || qs == UW_QPS_ERROR);
 }
 
+/* Completions in the order the CQ gave them; in_cq keeps uw__sdp_pump from
+ * taking later ones in the middle of the batch. */
+static void run_wcs(uw_sdp_stack *st, const uw_wc *wc, int k)
+{
+    bool was = st->in_cq;
+    st->in_cq = true;
+    for (int i = 0; i < k; i++)
+        on_wc(&wc[i]);
+    st->in_cq = was;
+}
+
 static void drain_cq(uw_sdp_stack *st)
 {
     uw_wc wc[64];
     for (int round = 0; round < 1024; round++) {
         int k = uw_cq_poll(st->cq, wc, 64);
-        for (int i = 0; i < k; i++)
-            on_wc(&wc[i]);
+        run_wcs(st, wc, k);
         if (k < 64 && !st->cq->ring.count)
             break;
     }
@@ -944,8 +955,7 @@ static void take_queued(uw_sdp_stack *st)
     uw_wc wc[64];
     for (int round = 0; round < 1024 && st->cq->ring.count; round++) {
         int k = uw__cq_take(st->cq, wc, 64);
-        for (int i = 0; i < k; i++)
-            on_wc(&wc[i]);
+        run_wcs(st, wc, k);
     }
 }
 
@@ -955,8 +965,7 @@ void uw__sdp_progress(uw_sdp_stack *st)
     uw_wc wc[64];
     for (int round = 0; round < 16; round++) {
         int k = uw_cq_poll(st->cq, wc, 64);
-        for (int i = 0; i < k; i++)
-            on_wc(&wc[i]);
+        run_wcs(st, wc, k);
         int ne = 0;
         uw_cm_event ev;
         /* uw_cm_get_event() makes an engine pass when its queue is empty:
