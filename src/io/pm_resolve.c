@@ -834,8 +834,10 @@ done:
     return 0;
 }
 
-int uw__pm_resolver_sdp_reset(uw__pm_resolver *r, const struct sockaddr *dst, socklen_t dstlen,
-                              const struct sockaddr *src)
+/* Drops the cached answer for dst; deny: remember a denial for it (7.5.1's
+ * reset), else also forget any denial remembered (a stale answer). */
+static int drop_answer(uw__pm_resolver *r, const struct sockaddr *dst, socklen_t dstlen,
+                       const struct sockaddr *src, bool deny)
 {
     if (!r || !dst)
         return UW_EINVAL;
@@ -847,28 +849,25 @@ int uw__pm_resolver_sdp_reset(uw__pm_resolver *r, const struct sockaddr *dst, so
     uint64_t now = now_ns();
     pthread_mutex_lock(&r->mu);
     uw__pm_cache_remove(&r->cache, &c.key);
-    if (rc == 0)
+    if (rc == 0 && deny)
         neg_put(r, UW__PM_RES_DENY, &c.server, &c.key, now);
+    for (size_t i = 0; rc == 0 && !deny && i < r->neg_cap; i++)
+        if (neg_matches(&r->neg[i], UW__PM_RES_DENY, &c.server, &c.key))
+            r->neg[i].used = false;
     pthread_mutex_unlock(&r->mu);
     return 0;
+}
+
+int uw__pm_resolver_sdp_reset(uw__pm_resolver *r, const struct sockaddr *dst, socklen_t dstlen,
+                              const struct sockaddr *src)
+{
+    return drop_answer(r, dst, dstlen, src, true);
 }
 
 int uw__pm_resolver_forget(uw__pm_resolver *r, const struct sockaddr *dst, socklen_t dstlen,
                            const struct sockaddr *src)
 {
-    if (!r || !dst)
-        return UW_EINVAL;
-    call c;
-    if (setup_call(r, dst, dstlen, src, &c) != 0)
-        return UW_EINVAL;
-    int rc = find_cp_ip(&c, true, c.key.cp_ip);
-    pthread_mutex_lock(&r->mu);
-    uw__pm_cache_remove(&r->cache, &c.key);
-    for (size_t i = 0; rc == 0 && i < r->neg_cap; i++)
-        if (neg_matches(&r->neg[i], UW__PM_RES_DENY, &c.server, &c.key))
-            r->neg[i].used = false;
-    pthread_mutex_unlock(&r->mu);
-    return 0;
+    return drop_answer(r, dst, dstlen, src, false);
 }
 
 void uw__pm_resolver_flush(uw__pm_resolver *r)
