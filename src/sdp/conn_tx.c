@@ -148,6 +148,13 @@ static int send_helloack(uw_sdp_conn *c, uw_sdp_tx *out)
     return 1;
 }
 
+/* A partial message waits while another is in flight (Nagle), while
+ * corked, or while the caller said MSG_MORE. */
+static bool partial_waits(const uw_sdp_conn *c)
+{
+    return c->cork || c->more || (!c->nodelay && c->data_inflight);
+}
+
 /* The oldest queued data message, if Nagle and cork let it go now. */
 static txslot *data_ready(uw_sdp_conn *c, uint32_t *idp)
 {
@@ -156,9 +163,7 @@ static txslot *data_ready(uw_sdp_conn *c, uint32_t *idp)
     uint32_t id = c->tx_fifo[c->tf_head];
     txslot *t = &c->tx[id];
     if (t->state == TX_FILLING) {
-        /* A partial message waits while another is in flight (Nagle), while
-         * corked, or while the caller said MSG_MORE. */
-        if (c->cork || c->more || (!c->nodelay && c->data_inflight))
+        if (partial_waits(c))
             return NULL;
         t->state = TX_READY;
         c->sealed++;
@@ -356,13 +361,14 @@ bool uw__sdp_conn_stalled(const uw_sdp_conn *c)
     /* As data_ready() would judge it with credit: Nagle and cork are not a
      * stall. */
     const txslot *t = &c->tx[c->tx_fifo[c->tf_head]];
-    return t->state == TX_READY || !(c->cork || c->more || (!c->nodelay && c->data_inflight));
+    return t->state == TX_READY || !partial_waits(c);
 }
 
 bool uw__sdp_conn_nagle_held(const uw_sdp_conn *c)
 {
-    return c->tf_n && c->data_inflight && !c->nodelay && !c->cork && !c->more &&
-           c->tx[c->tx_fifo[c->tf_head]].state == TX_FILLING;
+    /* Held, and by nothing but Sends in flight. */
+    return c->tf_n && c->tx[c->tx_fifo[c->tf_head]].state == TX_FILLING && partial_waits(c) &&
+           !c->cork && !c->more;
 }
 
 bool uw__sdp_conn_held(const uw_sdp_conn *c)
