@@ -84,6 +84,7 @@ struct uw_sdp_socket {
     int linger_s;
     bool keepalive;
     int keepidle, keepintvl, keepcnt; /* 0: system default */
+    char cc[16];                      /* TCP_CONGESTION of the LLP ("": system default) */
     bool reuseaddr, reuseport;
     bool nodelay, cork, oobinline;
     int rcvlowat;

@@ -71,6 +71,30 @@ static int core_opt(uw_sdp_sock *s, int opt, int v)
     return 0;
 }
 
+/* TCP_CONGESTION names the LLP's algorithm, as it would the TCP connection's
+ * (iperf3 -C, for one). Checked by the kernel when set: on the LLP socket
+ * once there is one, before that on a scratch socket, so an unknown or
+ * forbidden name fails here as on TCP and not at connect. */
+static int set_cc(uw_sdp_sock *s, const void *val, socklen_t len)
+{
+    char name[sizeof(s->cc)];
+    if (!val || len < 1)
+        return -EINVAL;
+    size_t n = (size_t)len < sizeof(name) - 1 ? (size_t)len : sizeof(name) - 1;
+    memcpy(name, val, n);
+    name[n] = '\0';
+    int fd = uw__sdp_llp_fd(s), tmp = -1;
+    if (fd < 0 && (fd = tmp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+        return -errno;
+    int r =
+        setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name)) < 0 ? -errno : 0;
+    if (tmp >= 0)
+        close(tmp);
+    if (r == 0)
+        memcpy(s->cc, name, sizeof(name));
+    return r;
+}
+
 static int set_locked(uw_sdp_sock *s, int level, int name, const void *val, socklen_t len)
 {
     int v = 0, r;
@@ -93,6 +117,8 @@ static int set_locked(uw_sdp_sock *s, int level, int name, const void *val, sock
         s->linger_s = lg.l_linger < 0 ? 0 : lg.l_linger;
         return 0;
     }
+    if (level == IPPROTO_TCP && name == TCP_CONGESTION)
+        return set_cc(s, val, len);
     if ((r = get_int(val, len, &v)) < 0)
         return r;
     if (level == SOL_SOCKET) {
@@ -408,6 +434,18 @@ static int get_locked(uw_sdp_sock *s, int level, int name, void *val, socklen_t 
             }
             if (fd >= 0)
                 return getsockopt(fd, IPPROTO_TCP, name, val, len) < 0 ? -errno : 0;
+            if (name == TCP_CONGESTION && val && len) {
+                /* Before the LLP exists: what it will get. */
+                int t = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), r = 0;
+                if (t < 0)
+                    return -errno;
+                if ((s->cc[0] && setsockopt(t, IPPROTO_TCP, TCP_CONGESTION, s->cc,
+                                            (socklen_t)strlen(s->cc)) < 0) ||
+                    getsockopt(t, IPPROTO_TCP, TCP_CONGESTION, val, len) < 0)
+                    r = -errno;
+                close(t);
+                return r;
+            }
             if (name == TCP_INFO) {
                 struct tcp_info ti;
                 if (!val || !len)

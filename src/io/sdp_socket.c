@@ -278,6 +278,7 @@ int uw__sdp_mpa_listen(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t le
     p.crc = s->crc ? UW_CRC_PREFER : UW_CRC_AVOID;
     p.timeout_ms = st->attr.setup_timeout_ms;
     p.ird = p.ord = UW__SDP_IRD_ORD;
+    p.tcp_congestion = s->cc[0] ? s->cc : NULL; /* for the connections it accepts */
     return uw_listen(st->ctx, addr, len, &qa, &p, &s->lst);
 }
 
@@ -366,6 +367,7 @@ static int start_connect(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t 
         p.crc = s->crc ? UW_CRC_PREFER : UW_CRC_AVOID;
         p.ird = p.ord = UW__SDP_IRD_ORD;
         p.timeout_ms = st->attr.setup_timeout_ms;
+        p.tcp_congestion = s->cc[0] ? s->cc : NULL;
         r = uw_connect(s->qp, addr, len, &p);
     }
     if (r < 0) {

@@ -736,6 +736,7 @@ static void on_request(uw_sdp_stack *st, const uw_cm_event *ev)
     s->keepidle = l->keepidle;
     s->keepintvl = l->keepintvl;
     s->keepcnt = l->keepcnt;
+    memcpy(s->cc, l->cc, sizeof(s->cc));
     s->nodelay = l->nodelay;
     s->cork = l->cork;
     s->oobinline = l->oobinline;

@@ -101,6 +101,12 @@ static void copy_opts(int fd, const struct pl_sock *p, uw_sdp_sock *s)
         if (pl_real.getsockopt(fd, SOL_SOCKET, tvs[i], &tv, &l) == 0 && (tv.tv_sec || tv.tv_usec))
             uw_sdp_setsockopt(s, SOL_SOCKET, tvs[i], &tv, sizeof(tv));
     }
+    char cc[16];
+    l = sizeof(cc) - 1;
+    if (pl_real.getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &l) == 0) {
+        cc[l] = '\0';
+        uw_sdp_setsockopt(s, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc));
+    }
     if (p->rcvbuf)
         uw_sdp_setsockopt(s, SOL_SOCKET, SO_RCVBUF, &p->rcvbuf, sizeof(int));
     if (p->sndbuf)

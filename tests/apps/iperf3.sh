@@ -65,6 +65,18 @@ iperf_series() {
         else
             note "$cname ($opts): $(echo "$out" | awk -v s="$secs" '{ printf "%.0f octets sent, %.0f received, %.2f Gbit/s", $1, $2, $2 * 8 / s / 1e9 }')"
         fi
+        case " $opts " in
+        *" -C "*)
+            # The algorithm asked for is the one the connection's TCP (the
+            # SDP connection's LLP) really ran, as both ends read it back.
+            local want=${opts#*-C } got
+            want=${want%% *}
+            got=$(python3 -c 'import json, sys
+e = json.load(open(sys.argv[1]))["end"]
+print(e.get("sender_tcp_congestion"), e.get("receiver_tcp_congestion"))' "$TMP/$cname.c.out" 2>&1)
+            expect_eq "$cname ($opts): congestion control used (sender receiver)" "$want $want" "$got"
+            ;;
+        esac
         # The server's log holds every test so far: count this test's share.
         cp "$TMP/$sname.plog" "$TMP/$cname.s.plog" 2>/dev/null
         log_check "$cname" "$mode" "$cname.s" "$cname.c" "$min"
@@ -76,7 +88,7 @@ iperf_series() {
 for mode in "${MODES[@]}"; do
     begin_phase "$mode" || continue
     case $mode in
-    sdp | plain) iperf_series "$mode" "$mode" "5" "5 -R" "5 -P 4" ;;
+    sdp | plain) iperf_series "$mode" "$mode" "5" "5 -R" "5 -P 4" "2 -C reno" ;;
     *) iperf_series "$mode" "$mode" "2" "1 -R" ;;
     esac
 done

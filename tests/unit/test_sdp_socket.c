@@ -1054,6 +1054,66 @@ static void test_keepalive(void **state)
     pair_close(&p);
 }
 
+/* TCP_CONGESTION names the LLP's algorithm (iperf3 -C sets it): checked when
+ * set, inherited by accepted sockets, read back from the LLP. */
+static void llp_cc(uw_sdp_sock *s, const char *want)
+{
+    char got[16] = "";
+    socklen_t l = sizeof(got);
+    assert_int_equal(uw_sdp_getsockopt(s, IPPROTO_TCP, TCP_CONGESTION, got, &l), 0);
+    assert_string_equal(got, want);
+}
+
+static void test_congestion(void **state)
+{
+    (void)state;
+    pair p;
+    memset(&p, 0, sizeof(p));
+    p.family = AF_INET;
+    p.sa = stack_new("a", true);
+    p.sb = stack_new("b", true);
+    assert_int_equal(uw_sdp_socket(p.sb, AF_INET, 0, &p.l), 0);
+    assert_int_equal(uw_sdp_setsockopt(p.l, IPPROTO_TCP, TCP_CONGESTION, "reno", 4), 0);
+    assert_int_equal(uw_sdp_setsockopt(p.l, IPPROTO_TCP, TCP_CONGESTION, "no-such-cc", 10),
+                     -ENOENT);
+    llp_cc(p.l, "reno"); /* the failed one changed nothing */
+    struct sockaddr_storage ss;
+    socklen_t sl = loopback(AF_INET, &ss, 0);
+    assert_int_equal(uw_sdp_bind(p.l, (struct sockaddr *)&ss, sl), 0);
+    assert_int_equal(uw_sdp_listen(p.l, 16), 0);
+    p.alen = sizeof(p.addr);
+    assert_int_equal(uw_sdp_getsockname(p.l, (struct sockaddr *)&p.addr, &p.alen), 0);
+    set_timeouts(p.l, T_MS);
+    assert_int_equal(uw_sdp_socket(p.sa, AF_INET, 0, &p.c), 0);
+    set_timeouts(p.c, T_MS);
+    /* With a NUL counted in the length, as some programs pass it. Without
+     * CAP_NET_ADMIN only tcp_allowed_congestion_control's names (reno is
+     * always one) may be set. */
+    const char *cc = "cubic";
+    int r = uw_sdp_setsockopt(p.c, IPPROTO_TCP, TCP_CONGESTION, cc, 6);
+    if (r == -EPERM) {
+        cc = "reno";
+        r = uw_sdp_setsockopt(p.c, IPPROTO_TCP, TCP_CONGESTION, cc, 5);
+    }
+    assert_int_equal(r, 0);
+    llp_cc(p.c, cc);
+    assert_int_equal(uw_sdp_connect(p.c, (struct sockaddr *)&p.addr, p.alen), 0);
+    assert_int_equal(uw_sdp_accept(p.l, &p.s, NULL, NULL, 0), 0);
+    llp_cc(p.c, cc);
+    llp_cc(p.s, "reno");
+    /* On a connection: applied to its LLP at once. */
+    assert_int_equal(uw_sdp_setsockopt(p.s, IPPROTO_TCP, TCP_CONGESTION, cc, (socklen_t)strlen(cc)),
+                     0);
+    llp_cc(p.s, cc);
+    char got[16] = "";
+    socklen_t l = sizeof(got);
+    uw__sdp_lock(p.sb);
+    assert_int_equal(getsockopt(uw__sdp_llp_fd(p.s), IPPROTO_TCP, TCP_CONGESTION, got, &l), 0);
+    uw__sdp_unlock(p.sb);
+    assert_string_equal(got, cc);
+    pair_close(&p);
+}
+
 /* 8.1.2: the LLP goes away during setup (a TCP listener that accepts and
  * closes at once, before any MPA Reply): connect fails, nothing leaks. */
 static void *accept_close(void *arg)
@@ -1847,6 +1907,7 @@ int main(void)
         cmocka_unit_test(test_linger0),
         cmocka_unit_test(test_close_graceful),
         cmocka_unit_test(test_keepalive),
+        cmocka_unit_test(test_congestion),
         cmocka_unit_test(test_llp_lost_in_setup),
         cmocka_unit_test(test_backlog),
         cmocka_unit_test(test_verbs_peer_accepting),
