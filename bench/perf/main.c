@@ -44,6 +44,12 @@ static void usage(FILE *f)
                "                         SDP: receive Private Buffers per connection and their\n"
                "                         size (default: the library's); each side's apply to\n"
                "                         what it receives: give the server (-l) the same\n"
+               "  --zcopy-min N          SDP: zero-copy threshold (UW_SDP_ZCOPY_THRESHOLD) of\n"
+               "                         both sides' sockets, 0 never (default: the library's,\n"
+               "                         $UWARP_SDP_ZCOPY_MIN); give the server the same\n"
+               "  --sdp-mode M           SDP client: ask for flow-control mode buffered,\n"
+               "                         combined (Read Zcopy only) or pipelined (Write Zcopy\n"
+               "                         into the server's advertised receives) after setup\n"
                "  --idle-mem N           open N idle SDP connections, then N idle TCP ones,\n"
                "                         and print the memory each takes: RSS growth of the\n"
                "                         client and of the server process per connection,\n"
@@ -216,6 +222,11 @@ static void print_one(const perf_cfg *c, const char *transport, const perf_res *
             printf(",\"sdp_bufs\":%d,\"sdp_rcvbuf_size\":%d", c->sdp_bufs, c->sdp_rcvbuf);
         if (r->sdp_msgs)
             printf(",\"sdp_data_msgs\":%llu", (unsigned long long)r->sdp_msgs);
+        if (is_sock_op(c) && !strcmp(transport, "sdp"))
+            printf(",\"zcopy_min\":%d,\"sdp_mode\":%d,\"bcopy_bytes\":%llu,"
+                   "\"rdma_read_bytes\":%llu,\"rdma_write_bytes\":%llu",
+                   c->zcopy_min, c->sdp_mode, (unsigned long long)r->sdp_bcopy,
+                   (unsigned long long)r->sdp_zread, (unsigned long long)r->sdp_zwrite);
         if (c->lat)
             printf(",\"lat_us\":{\"mean\":%.2f,\"p50\":%.2f,\"p99\":%.2f,\"p999\":%.2f}",
                    r->lat_mean, r->lat_p50, r->lat_p99, r->lat_p999);
@@ -234,6 +245,12 @@ static void print_one(const perf_cfg *c, const char *transport, const perf_res *
             printf("  cpu ns/B client %.3f server %.3f", cc, cs);
         if (r->steal >= 0)
             printf("  steal %.0f%%", r->steal * 100);
+        uint64_t moved = r->sdp_bcopy + r->sdp_zread + r->sdp_zwrite;
+        if (moved && (r->sdp_zread || r->sdp_zwrite))
+            printf("  bcopy %.0f%% read %.0f%% write %.0f%%",
+                   100.0 * (double)r->sdp_bcopy / (double)moved,
+                   100.0 * (double)r->sdp_zread / (double)moved,
+                   100.0 * (double)r->sdp_zwrite / (double)moved);
         printf("\n");
     }
     fflush(stdout);
@@ -493,42 +510,25 @@ int main(int argc, char **argv)
                   .crc = true,
                   .rev = 2,
                   .timeout_ms = 10000,
-                  .nodelay = -1};
+                  .nodelay = -1,
+                  .zcopy_min = -1,
+                  .sdp_mode = -1};
     const char *listen_at = NULL, *sizes = NULL;
     bool json = false, vs_tcp = false, tcp_only = false, cpu = false;
     int repeat = 1;
     double max_steal = -1;
-    static const struct option lo[] = {{"op", 1, 0, 'o'},
-                                       {"size", 1, 0, 's'},
-                                       {"sizes", 1, 0, 'S'},
-                                       {"duration", 1, 0, 'd'},
-                                       {"iters", 1, 0, 'n'},
-                                       {"qps", 1, 0, 'q'},
-                                       {"depth", 1, 0, 'D'},
-                                       {"lat", 0, 0, 'L'},
-                                       {"bw", 0, 0, 'B'},
-                                       {"markers", 0, 0, 'm'},
-                                       {"no-crc", 0, 0, 'C'},
-                                       {"rev", 1, 0, 'r'},
-                                       {"busy-poll", 0, 0, 'b'},
-                                       {"cpu", 0, 0, 'c'},
-                                       {"vs-tcp", 0, 0, 'v'},
-                                       {"tcp-only", 0, 0, 'T'},
-                                       {"repeat", 1, 0, 'R'},
-                                       {"cc", 1, 0, 'g'},
-                                       {"json", 0, 0, 'j'},
-                                       {"timeout", 1, 0, 't'},
-                                       {"fpdu", 1, 0, 'F'},
-                                       {"tcp-crc", 0, 0, 'K'},
-                                       {"help", 0, 0, 'h'},
-                                       {"post-list", 1, 0, 'P'},
-                                       {"max-steal", 1, 0, 'X'},
-                                       {"nodelay", 0, 0, 'N'},
-                                       {"no-nodelay", 0, 0, 'Y'},
-                                       {"idle-mem", 1, 0, 'I'},
-                                       {"sdp-bufs", 1, 0, 'U'},
-                                       {"sdp-rcvbuf-size", 1, 0, 'Z'},
-                                       {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"op", 1, 0, 'o'},        {"size", 1, 0, 's'},     {"sizes", 1, 0, 'S'},
+        {"duration", 1, 0, 'd'},  {"iters", 1, 0, 'n'},    {"qps", 1, 0, 'q'},
+        {"depth", 1, 0, 'D'},     {"lat", 0, 0, 'L'},      {"bw", 0, 0, 'B'},
+        {"markers", 0, 0, 'm'},   {"no-crc", 0, 0, 'C'},   {"rev", 1, 0, 'r'},
+        {"busy-poll", 0, 0, 'b'}, {"cpu", 0, 0, 'c'},      {"vs-tcp", 0, 0, 'v'},
+        {"tcp-only", 0, 0, 'T'},  {"repeat", 1, 0, 'R'},   {"cc", 1, 0, 'g'},
+        {"json", 0, 0, 'j'},      {"timeout", 1, 0, 't'},  {"fpdu", 1, 0, 'F'},
+        {"tcp-crc", 0, 0, 'K'},   {"help", 0, 0, 'h'},     {"post-list", 1, 0, 'P'},
+        {"max-steal", 1, 0, 'X'}, {"nodelay", 0, 0, 'N'},  {"no-nodelay", 0, 0, 'Y'},
+        {"idle-mem", 1, 0, 'I'},  {"sdp-bufs", 1, 0, 'U'}, {"sdp-rcvbuf-size", 1, 0, 'Z'},
+        {"zcopy-min", 1, 0, 'z'}, {"sdp-mode", 1, 0, 'M'}, {0, 0, 0, 0}};
     int o;
     bool ok = true;
     while ((o = getopt_long(argc, argv, "l:h", lo, NULL)) != -1) {
@@ -589,6 +589,19 @@ int main(int argc, char **argv)
             c.sdp_rcvbuf = (int)v;
             break;
         }
+        case 'z': {
+            uint64_t v = parse_size(optarg, &ok);
+            ok &= v <= (1u << 30);
+            c.zcopy_min = (int)v;
+            break;
+        }
+        case 'M':
+            c.sdp_mode = !strcmp(optarg, "buffered")    ? 0
+                         : !strcmp(optarg, "combined")  ? 1
+                         : !strcmp(optarg, "pipelined") ? 2
+                                                        : -1;
+            ok &= c.sdp_mode >= 0;
+            break;
         case 'I': {
             uint64_t n = parse_size(optarg, &ok);
             ok &= n >= 1 && n <= PERF_IDLE_MAX;
@@ -711,11 +724,6 @@ int main(int argc, char **argv)
     const char *host = argv[optind];
     int port = atoi(argv[optind + 1]);
     signal(SIGPIPE, SIG_IGN);
-    if (c.cc && is_sock_op(&c) && (!system_cc() || strcmp(c.cc, default_cc) != 0))
-        fprintf(stderr,
-                "uwarp-perf: warning: SDP sockets have no congestion control option: "
-                "its connections use the system's, the TCP baseline uses %s\n",
-                c.cc);
     bbr_note(&c, vs_tcp || tcp_only);
     if (c.idle_conns) {
         c.op = OP_IDLE;

@@ -33,6 +33,8 @@ typedef struct perf_cfg {
     uint32_t idle_conns; /* OP_IDLE: connections to open and hold */
     int sdp_bufs;        /* SDP: receive Private Buffers per connection (0: the library's) */
     int sdp_rcvbuf;      /* SDP: their size in octets (0: the library's) */
+    int zcopy_min;       /* SDP: UW_SDP_ZCOPY_THRESHOLD (-1: the library's default) */
+    int sdp_mode;        /* SDP client: UW_SDP_MODE asked for after setup (-1: none) */
 } perf_cfg;
 
 typedef struct perf_res {
@@ -42,6 +44,9 @@ typedef struct perf_res {
     double lat_mean, lat_p50, lat_p99, lat_p999; /* microseconds, one way (RTT/2) */
     double steal;      /* share of all CPU time the hypervisor took meanwhile; < 0: unknown */
     uint64_t sdp_msgs; /* SDP stream/rr: Data messages the client sent (0: not SDP) */
+    /* SDP client, how its payload went: copied into messages, RDMA-Read by
+     * the peer (Read Zcopy), RDMA-Written by us (Write Zcopy). */
+    uint64_t sdp_bcopy, sdp_zread, sdp_zwrite;
     char err[256];
 } perf_res;
 

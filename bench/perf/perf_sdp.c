@@ -553,6 +553,10 @@ static int sdp_pre_opts(uw_sdp_sock *s, const perf_cfg *c, bool crc)
         e = sdp_set_int(s, SOL_UWARP, UW_SDP_BUFS, c->sdp_bufs);
     if (e == 0 && c->sdp_rcvbuf)
         e = sdp_set_int(s, SOL_UWARP, UW_SDP_RCVBUF_SIZE, c->sdp_rcvbuf);
+    if (e == 0 && c->cc)
+        e = uw_sdp_setsockopt(s, IPPROTO_TCP, TCP_CONGESTION, c->cc, (socklen_t)strlen(c->cc));
+    if (e == 0 && c->zcopy_min >= 0)
+        e = sdp_set_int(s, SOL_UWARP, UW_SDP_ZCOPY_THRESHOLD, c->zcopy_min);
     return e;
 }
 
@@ -575,7 +579,8 @@ static int sdp_connect(uw_sdp_stack *st, const struct sockaddr_storage *ss, unsi
     if (e < 0)
         return e;
     if ((e = sdp_pre_opts(s, c, c->crc)) < 0 ||
-        (e = uw_sdp_connect(s, (const struct sockaddr *)ss, (socklen_t)sl)) < 0) {
+        (e = uw_sdp_connect(s, (const struct sockaddr *)ss, (socklen_t)sl)) < 0 ||
+        (c->sdp_mode >= 0 && (e = sdp_set_int(s, SOL_UWARP, UW_SDP_MODE, c->sdp_mode)) < 0)) {
         uw_sdp_close(s);
         return e;
     }
@@ -609,17 +614,9 @@ int perf_sdp_client(const char *host, int port, const perf_cfg *c, perf_res *r)
         socklen_t il = sizeof(info);
         if (ret == 0 && uw_sdp_getsockopt(s, SOL_UWARP, UW_SDP_INFO, &info, &il) == 0) {
             r->sdp_msgs = info.data_msgs_sent;
-            /* Which mechanism carried the stream: a zero-copy figure is
-             * only meaningful beside these. */
-            if (info.zcopy_threshold)
-                fprintf(stderr,
-                        "uwarp-perf: sdp zero copy: send mode %d, SrcAvail %llu, SinkAvail "
-                        "%llu, RDMA Write %llu octets, peer Reads %llu, Bcopy %llu octets\n",
-                        info.tx_mode, (unsigned long long)info.srcavail_sent,
-                        (unsigned long long)info.sinkavail_received,
-                        (unsigned long long)info.rdma_write_bytes,
-                        (unsigned long long)(info.zcopy_bytes - info.rdma_write_bytes),
-                        (unsigned long long)info.bcopy_bytes);
+            r->sdp_bcopy = info.bcopy_bytes;
+            r->sdp_zwrite = info.rdma_write_bytes;
+            r->sdp_zread = info.zcopy_bytes - info.rdma_write_bytes;
         }
         uw_sdp_close(s);
     }
