@@ -273,15 +273,17 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
             return uw__sdp_send_ctl(c, UW_SDP_SENDSM, 0, true, out);
         }
         int r = uw__sdp_zs_cancel_next(c, out);
-        if (!r)
-            r = uw__sdp_wz_next(c, out);
         if (r)
             return r;
+        /* Before any SinkAvail: zsink() judged it by the new size already,
+         * which 10.6 allows only once this ack is sent. */
         if (c->chra_due && !c->chra_wait_old) {
             c->chra_due = false;
             c->st.chrcvbufack_sent++;
             return uw__sdp_send_ctl(c, UW_SDP_CHRCVBUFACK, c->chra_size, false, out);
         }
+        if ((r = uw__sdp_wz_next(c, out)) != 0)
+            return r;
         if (c->chr_resend && !c->chr_pending && !c->chr_outstanding) {
             c->chr_resend = false;
             c->chr_pending = true;
