@@ -111,6 +111,7 @@ struct uw_sdp_socket {
     uw_mr *zmr_dst;      /* the reader's buffer under our RDMA Read */
     uw_mr *zmr_sink;     /* the reader's buffer under our SinkAvail (9.3) */
     bool mode_fixed;     /* UW_SDP_MODE was set: no mode policy of ours */
+    unsigned zc_refused; /* our advertisements the peer refused in a row */
     uw_mr *zmr_wsrc;     /* the sender's buffer under our RDMA Write (9.3) */
     unsigned zc_readers; /* threads blocked in recv() on this socket */
     uint64_t zc_ns;      /* a SrcAvail nobody reads: SendSm at this time (0: none) */
@@ -164,6 +165,9 @@ ssize_t uw__sdp_zsink_recv(uw_sdp_sock *s, void *buf, size_t room, uint64_t dead
                            bool *advertised);
 bool uw__sdp_zsink_fits(const uw_sdp_sock *s, size_t room);
 bool uw__sdp_zrecv_fits(const uw_sdp_sock *s, size_t room);
+/* A blocking reader with room for zero copy is about to wait: in Buffered
+ * Mode (the peer gave up advertising to us) it asks for Combined again. */
+void uw__sdp_zc_reader(uw_sdp_sock *s, size_t room);
 void uw__sdp_zc_arrived(uw_sdp_sock *s);
 void uw__sdp_zc_fire(uw_sdp_sock *s, uint64_t now);
 void uw__sdp_zc_free(uw_sdp_sock *s);

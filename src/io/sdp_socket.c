@@ -686,6 +686,8 @@ static ssize_t do_recv(uw_sdp_sock *s, const struct iovec *uiov, int cnt, int fl
             if (adv)
                 continue; /* revoked or crossed by nothing readable: look again */
         }
+        if (zok && idx < cnt)
+            uw__sdp_zc_reader(s, iov[idx].iov_len);
         s->zc_readers++; /* a SrcAvail arriving now waits for this reader */
         int w = uw__sdp_wait(s, POLLIN, dl);
         s->zc_readers--;

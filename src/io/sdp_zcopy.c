@@ -160,13 +160,40 @@ static size_t zwrite_send(uw_sdp_sock *s, const uint8_t *buf, size_t len)
 }
 
 /* Mode Master policy for our send half (docs/sdp.md, "Zero copy"): a peer
- * that asks for Pipelined (REQ_PIPE: it pre-posts large receives) gets it. */
-static void mode_policy(uw_sdp_sock *s)
+ * that asks for Pipelined (REQ_PIPE: it pre-posts large receives) gets it.
+ * A peer that refuses every advertisement (a nonblocking or late reader
+ * answers SendSm) costs each large send() a round trip for nothing: after
+ * UW__SDP_ZC_REFUSALS in a row the send half steps down (Pipelined to
+ * Combined, Combined to Buffered, Figure 26), and in Buffered the reader
+ * masters it: it asks for Combined again once it blocks in a large
+ * receive (uw__sdp_zc_reader). */
+#define UW__SDP_ZC_REFUSALS 8u
+static void mode_policy(uw_sdp_sock *s, bool refused)
 {
+    if (s->mode_fixed)
+        return;
+    s->zc_refused = refused ? s->zc_refused + 1 : 0;
     uw_sdp_stats st;
     uw__sdp_conn_stats(s->conn, &st);
-    if (!s->mode_fixed && st.tx_mode == UW_SDP_COMB_MODE && uw__sdp_conn_mode_hint(s->conn) &&
-        uw__sdp_conn_set_mode(s->conn, UW_SDP_PIPE_MODE) == 0)
+    uint8_t to = st.tx_mode;
+    if (s->zc_refused >= UW__SDP_ZC_REFUSALS)
+        to = st.tx_mode == UW_SDP_PIPE_MODE ? UW_SDP_COMB_MODE : UW_SDP_BUFF_MODE;
+    else if (st.tx_mode == UW_SDP_COMB_MODE && uw__sdp_conn_mode_hint(s->conn))
+        to = UW_SDP_PIPE_MODE;
+    if (to != st.tx_mode && uw__sdp_conn_set_mode(s->conn, to) == 0) {
+        if (to == UW_SDP_BUFF_MODE)
+            s->zc_refused = 0;
+        uw__sdp_pump(s);
+    }
+}
+
+void uw__sdp_zc_reader(uw_sdp_sock *s, size_t room)
+{
+    if (!s->conn || !s->zc_min || room < s->zc_min || room < UW__SDP_ZREAD_MIN)
+        return;
+    uw_sdp_stats st;
+    uw__sdp_conn_stats(s->conn, &st);
+    if (st.rx_mode == UW_SDP_BUFF_MODE && uw__sdp_conn_rx_combined(s->conn) == 0)
         uw__sdp_pump(s);
 }
 
@@ -177,7 +204,11 @@ ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len, uint64_t dead
         return 0;
     if (len > UW__SDP_ZSEND_MAX)
         len = UW__SDP_ZSEND_MAX;
+    uw_sdp_stats before;
+    uw__sdp_conn_stats(s->conn, &before);
     size_t w = zwrite_send(s, buf, len);
+    if (w)
+        s->zc_refused = 0;
     if (w || !s->conn)
         return (ssize_t)w;
     int r = grant(s, &s->zmr_src, (void *)buf, len,
@@ -234,10 +265,14 @@ ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len, uint64_t dead
         return sent ? (ssize_t)sent : r;
     if (*cut)
         return (ssize_t)sent;
-    mode_policy(s);
     /* A SinkAvail crossed the SrcAvail (11.3): the rest goes into it. */
     if (sent < len)
         sent += zwrite_send(s, (const uint8_t *)buf + sent, len - sent);
+    if (s->conn == c) {
+        uw_sdp_stats after;
+        uw__sdp_conn_stats(c, &after);
+        mode_policy(s, after.zcopy_sent == before.zcopy_sent);
+    }
     return (ssize_t)sent;
 }
 

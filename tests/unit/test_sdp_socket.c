@@ -611,6 +611,60 @@ static void test_zcopy_refused(void **state)
     }
 }
 
+/* The mode policy's way down and back: a reader that never takes zero copy
+ * (nonblocking receives answer every SrcAvail with SendSm) moves the
+ * sender to Buffered after 8 refusals in a row, so later large sends go by
+ * Bcopy without advertising; once the reader blocks in a large receive it
+ * asks for Combined (12.2, it masters Buffered) and zero copy resumes. */
+static void test_zcopy_buffered(void **state)
+{
+    (void)state;
+    pair p;
+    zopen(&p, 65536, 65536);
+    size_t len = 16u << 20, half = 12u << 20;
+    uint8_t *out = malloc(len), *in = malloc(len);
+    tu_rng rng;
+    tu_rng_init(&rng, tu_seed(24));
+    tu_rng_fill(&rng, out, len);
+    zx x = {.s = p.c, .buf = out, .len = half, .chunk = 256u << 10};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, zsender, &x), 0);
+    zread_all(p.s, in, half, 1u << 20, true, 0);
+    pthread_join(th, NULL);
+    assert_int_equal(x.result, (ssize_t)half);
+    uw_sdp_info c = zinfo(p.c), s = zinfo(p.s);
+    fprintf(stderr, "# refusing reader: SrcAvail %llu, SendSm %llu, modes %d/%d\n",
+            (unsigned long long)c.srcavail_sent, (unsigned long long)s.sendsm_sent, c.tx_mode,
+            s.rx_mode);
+    assert_int_equal(c.srcavail_sent, 8); /* then no more: 48 sends in all */
+    assert_int_equal(s.sendsm_sent, 8);
+    assert_int_equal(c.tx_mode, 0);
+    assert_int_equal(s.rx_mode, 0);
+    assert_int_equal(c.zcopy_bytes, 0);
+    /* A blocking reader: the sender waits before each send, so the reader
+     * is in recv() first and asks for Combined. */
+    x = (zx){.s = p.c, .buf = out + half, .len = len - half, .chunk = 1u << 20, .pause_ms = 20};
+    assert_int_equal(pthread_create(&th, NULL, zsender, &x), 0);
+    zread_all(p.s, in + half, len - half, 1u << 20, false, 0);
+    pthread_join(th, NULL);
+    assert_int_equal(x.result, (ssize_t)(len - half));
+    assert_memory_equal(in, out, len);
+    c = zinfo(p.c);
+    s = zinfo(p.s);
+    fprintf(stderr, "# blocking reader: SrcAvail %llu, zero copy %llu octets, modes %d/%d\n",
+            (unsigned long long)c.srcavail_sent, (unsigned long long)c.zcopy_bytes, c.tx_mode,
+            s.rx_mode);
+    assert_int_not_equal(c.tx_mode, 0);
+    assert_int_equal(c.tx_mode, s.rx_mode);
+    assert_true(c.srcavail_sent > 8);
+    assert_true(c.zcopy_bytes >= (len - half) / 2);
+    assert_int_equal(c.zcopy_bytes + c.bcopy_bytes, len);
+    assert_int_equal(s.received, len);
+    free(out);
+    free(in);
+    pair_close(&p);
+}
+
 static void test_eof(void **state)
 {
     (void)state;
@@ -1908,6 +1962,7 @@ int main(void)
         cmocka_unit_test(test_close_graceful),
         cmocka_unit_test(test_keepalive),
         cmocka_unit_test(test_congestion),
+        cmocka_unit_test(test_zcopy_buffered),
         cmocka_unit_test(test_llp_lost_in_setup),
         cmocka_unit_test(test_backlog),
         cmocka_unit_test(test_verbs_peer_accepting),
