@@ -203,9 +203,9 @@ int uw_sdp_close(uw_sdp_sock *s);
  * SO_RCVTIMEO, SO_SNDTIMEO, SO_REUSEADDR, SO_REUSEPORT.
  * IPPROTO_TCP: TCP_NODELAY, TCP_CORK, TCP_KEEPIDLE, TCP_KEEPINTVL,
  * TCP_KEEPCNT, TCP_CONGESTION (the LLP's algorithm; checked when set,
- * inherited by accepted sockets); getsockopt of other IPPROTO_TCP options (TCP_INFO, TCP_MAXSEG, ...)
- * reads the LLP's TCP socket (TCP_INFO without one: a record with only
- * tcpi_state set). SOL_UWARP: the options below. Others: -ENOPROTOOPT. */
+ * inherited by accepted sockets); getsockopt of other IPPROTO_TCP options (TCP_INFO, TCP_MAXSEG,
+ * ...) reads the LLP's TCP socket (TCP_INFO without one: a record with only tcpi_state set).
+ * SOL_UWARP: the options below. Others: -ENOPROTOOPT. */
 int uw_sdp_setsockopt(uw_sdp_sock *s, int level, int name, const void *val, socklen_t len);
 int uw_sdp_getsockopt(uw_sdp_sock *s, int level, int name, void *val, socklen_t *len);
 int uw_sdp_getsockname(uw_sdp_sock *s, struct sockaddr *addr, socklen_t *len);

@@ -238,9 +238,19 @@ ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len, uint64_t dead
         if (!*cut && (intr || (deadline_ns && now >= deadline_ns))) {
             /* SO_SNDTIMEO or a signal: revoke (9.5.4). The peer may be
              * reading, so the buffer is the peer's until it answers. */
+            int cr = uw__sdp_conn_zsend_cancel(c);
+            if (cr == UW_EALREADY) {
+                /* Too late: the peer's SendSm Processed the SrcAvail and
+                 * it waits for all the rest by Bcopy (9.5.4 cancels only
+                 * Unprocessed ones). The call finishes it, without the
+                 * timeout: docs/sdp.md lists this difference from TCP. */
+                deadline_ns = 0;
+                intr = false;
+                continue;
+            }
             *cut = intr ? -EINTR : UW_EAGAIN;
             hard = uw__sdp_deadline_ms(5000);
-            if (uw__sdp_conn_zsend_cancel(c) == 0)
+            if (cr == 0)
                 uw__sdp_pump(s);
             continue;
         }

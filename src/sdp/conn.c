@@ -647,7 +647,7 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
         c->llp = UW_SDP_LLP_ABORT;
         return 0;
     case UW_SDP_SENDSM:
-        return uw__sdp_on_sendsm(c);
+        return uw__sdp_on_sendsm(c, m);
     case UW_SDP_RDMARDCOMPL:
         return uw__sdp_on_rdmardcompl(c, m);
     case UW_SDP_RDMAWRCOMPL:
@@ -666,6 +666,12 @@ static int dispatch(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
              * SHOULD; their RdmaRdCompls Process them. */
             if (sa->sendsm_sent || sa->started)
                 keep = i + 1;
+        }
+        /* Kept In-Process ones: a SendSm for them now reads as the answer
+         * to the cancel (9.5.4 step 3), so it must end them here too. */
+        for (uint32_t i = 0; i < keep; i++) {
+            srcavail *sa = &c->sa[(c->sa_head + i) % 64];
+            sa->revoked = !sa->sendsm_sent;
         }
         if (keep < c->sa_n) {
             c->sa_n = keep;

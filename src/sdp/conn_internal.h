@@ -46,6 +46,7 @@ typedef struct srcavail {
     bool sendsm_sent;
     bool reading;     /* an RDMA Read of ours is in flight for it */
     bool started;     /* In-Process (9.5.4): a Read of ours began */
+    bool revoked;     /* kept across a SrcAvailCancel: its SendSm ends it */
     uint32_t stag;    /* SrcAH */
     uint64_t next_to; /* Tagged Offset of the next octet a Read takes */
     uint32_t rd_len;  /* length of the Read in flight */
@@ -57,16 +58,17 @@ typedef struct zsrc {
     const uint8_t *addr;
     uint32_t len, stag;
     uint64_t va;
-    uint32_t pay;     /* octets carried by the SrcAvail itself */
-    uint32_t acked;   /* octets the sink's RdmaRdCompls reported */
-    uint32_t copied;  /* after a SendSm: octets of the rest copied into slots */
-    uint64_t barrier; /* data messages sealed before it: they go first */
-    uint8_t state;    /* enum zs_state */
-    int err;          /* the connection ended before the end (ZS_DONE) */
-    bool crossed;     /* ended by a crossing SinkAvail: the rest is not sent */
-    bool cancel_due;  /* SrcAvailCancel to send (9.5.4) */
-    bool cancel_sent; /* SrcAvailCancel sent: the next SendSm ends it */
-    bool cancelled;   /* ended by the revocation: the rest is not sent */
+    uint32_t pay;         /* octets carried by the SrcAvail itself */
+    uint32_t acked;       /* octets the sink's RdmaRdCompls reported */
+    uint32_t copied;      /* after a SendSm: octets of the rest copied into slots */
+    uint64_t barrier;     /* data messages sealed before it: they go first */
+    uint8_t state;        /* enum zs_state */
+    int err;              /* the connection ended before the end (ZS_DONE) */
+    bool crossed;         /* ended by a crossing SinkAvail: the rest is not sent */
+    bool cancel_due;      /* SrcAvailCancel to send (9.5.4) */
+    bool cancel_sent;     /* SrcAvailCancel sent: a SendSm acking it ends it */
+    uint32_t cancel_mseq; /* ... its MSeq (9.5.4) */
+    bool cancelled;       /* ended by the revocation: the rest is not sent */
 } zsrc;
 #define ZS_MEM (UW_SDP_BSDH_LEN + UW_SDP_SRCAH_LEN + UW_SDP_SRCAVAIL_PAYLOAD)
 #define ZS_ID (RX_CAP + TX_CAP + CTL_CAP) /* the SrcAvail's Send */
@@ -208,6 +210,7 @@ struct uw_sdp_conn {
     uint8_t mc_want;      /* the mode our send half should move to (0xff none) */
     bool mc_rx_comb;      /* Buffered receive half: ask the source for Combined */
     bool mc_wait_ack;     /* 12.4: Pipelined to Combined not yet acknowledged */
+    uint32_t mc_pnd;      /* ... PotentialNonDiscards when that ModeChange went */
     uint32_t mc_mseq;     /* ... MSeq of that ModeChange */
     bool want_rx_pipe;    /* REQ_PIPE we put in our RdmaRd/WrCompls */
     bool peer_wants_pipe; /* REQ_PIPE of the peer's last RdmaRd/WrCompl */
@@ -233,7 +236,7 @@ void uw__sdp_rx_release(uw_sdp_conn *c, uint32_t id);
 /* conn_zcopy.c */
 int uw__sdp_on_srcavail(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m);
 int uw__sdp_on_rdmardcompl(uw_sdp_conn *c, const uw_sdp_msg *m);
-int uw__sdp_on_sendsm(uw_sdp_conn *c);
+int uw__sdp_on_sendsm(uw_sdp_conn *c, const uw_sdp_msg *m);
 int uw__sdp_zs_next(uw_sdp_conn *c, int32_t credit, uw_sdp_tx *out);
 bool uw__sdp_zs_holds_data(const uw_sdp_conn *c);
 int uw__sdp_zs_cancel_next(uw_sdp_conn *c, uw_sdp_tx *out);
@@ -262,10 +265,12 @@ void uw__sdp_zk_drop(uw_sdp_conn *c);
 int uw__sdp_wz_next(uw_sdp_conn *c, uw_sdp_tx *out);
 int uw__sdp_send_msg(uw_sdp_conn *c, uw_sdp_msg *m, bool solicited, uw_sdp_tx *out);
 /* Data may not go while an RdmaWrCompl is owed: it would end the
- * SinkAvail at the sink before the Write's report (9.5.1 rule 1). */
+ * SinkAvail at the sink before the Write's report (9.5.1 rule 1); nor
+ * while a SinkCancelAck is: the sink would end the canceled SinkAvail with
+ * it, which we no longer count as held (PotentialNonDiscards one ahead). */
 static inline bool uw__sdp_wz_blocks_data(const uw_sdp_conn *c)
 {
-    return c->wrc_n > 0;
+    return c->wrc_n > 0 || c->sinkcancelack_due;
 }
 
 /* conn_app.c */

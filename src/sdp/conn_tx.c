@@ -269,6 +269,10 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
             c->sendsm_due = false;
             s->sendsm_sent = true;
             s->sendsm_mseq = c->last_sent + 1;
+            if (s->revoked) { /* 9.5.4 step 3: the rest is canceled */
+                c->sa_head++;
+                c->sa_n--;
+            }
             c->st.sendsm_sent++;
             return uw__sdp_send_ctl(c, UW_SDP_SENDSM, 0, true, out);
         }

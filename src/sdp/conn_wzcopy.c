@@ -97,6 +97,7 @@ static int send_modechange(uw_sdp_conn *c, uw_sdp_tx *out)
          * them too on the ModeChange), later ones ignored until acked. */
         c->sk_n = 0;
         c->mc_wait_ack = true;
+        c->mc_pnd = c->pnd;
         c->mc_mseq = c->last_sent;
     }
     c->tx_mode = c->mc_want; /* 12: at once */
@@ -257,11 +258,20 @@ int uw__sdp_on_sinkavail(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
             c, "Figure 25: SinkAvail received while our send half is not Pipelined");
     if (!m->u.avail.len || m->u.avail.len > UW_SDP_MAX_ADVERT_LEN)
         return uw__sdp_violate(c, "6.3.3.1: SinkAvail Len zero or above 2^31");
-    /* 9.5.1 step 4, for every SinkAvail. */
-    if (m->u.avail.non_discards != c->pnd) {
+    /* 9.5.1 step 4, for every SinkAvail. A late one (12.4) was consumed
+     * at the sink only by payload we sent before the ModeChange: what we
+     * sent after it reaches the sink once it dropped the SinkAvail (Figure
+     * 29), and counts in its NonDiscards. */
+    if (late) {
+        if (m->u.avail.non_discards != c->mc_pnd) {
+            c->mc_pnd--;
+            c->pnd--;
+            c->st.sinkavail_stale++;
+        }
+    } else if (m->u.avail.non_discards != c->pnd) {
         c->pnd--;
         c->st.sinkavail_stale++;
-    } else if (!late) {
+    } else {
         if (c->sk_n >= SK_CAP || c->sk_n >= c->cfg.max_adverts)
             return uw__sdp_violate(c, "6.2.1.3: more SinkAvail advertisements than MaxAdverts");
         /* 11.3 rule 1: a crossing SinkAvail wins over our SrcAvail. */

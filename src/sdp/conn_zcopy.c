@@ -85,11 +85,8 @@ int uw__sdp_conn_zsend_cancel(uw_sdp_conn *c)
         if (!z->cancel_due && !z->cancel_sent)
             z->cancel_due = true;
         return 0;
-    case ZS_BCOPY: /* Processed by a SendSm: what is copied goes, no more */
-        uw__sdp_seal(c);
-        z->cancelled = true;
-        zs_finish(c);
-        return 0;
+    case ZS_BCOPY: /* Processed by a refusal: the sink waits for all the rest */
+        return UW_EALREADY;
     default:
         return UW_EALREADY;
     }
@@ -106,6 +103,7 @@ int uw__sdp_zs_cancel_next(uw_sdp_conn *c, uw_sdp_tx *out)
     if (r > 0) {
         z->cancel_due = false;
         z->cancel_sent = true;
+        z->cancel_mseq = c->last_sent;
         c->st.cancels_sent++;
     }
     return r;
@@ -145,6 +143,10 @@ int uw__sdp_zs_next(uw_sdp_conn *c, int32_t credit, uw_sdp_tx *out)
         z->pay = room - UW_SDP_SRCAH_LEN;
     if (c->tx_mode == UW_SDP_PIPE_MODE)
         z->pay = 0; /* 11.3: moved to Pipelined since zsend() */
+    if (c->sk_n) {  /* 11.3 rule 1a: a current SinkAvail takes the data */
+        uw__sdp_zs_crossed(c);
+        return 0;
+    }
     if (c->tx_mode == UW_SDP_BUFF_MODE || room <= UW_SDP_SRCAH_LEN) {
         /* No SrcAvail possible now (mode changed, buffers too small for
          * one with payload): Bcopy it all. */
@@ -228,22 +230,23 @@ int uw__sdp_on_rdmardcompl(uw_sdp_conn *c, const uw_sdp_msg *m)
     return 0;
 }
 
-int uw__sdp_on_sendsm(uw_sdp_conn *c)
+int uw__sdp_on_sendsm(uw_sdp_conn *c, const uw_sdp_msg *m)
 {
     c->st.sendsm_received++;
     if (c->zs.state != ZS_SENT)
         return uw__sdp_violate(c, "9.5.2.1: SendSm without an In-Process SrcAvail of ours");
     zsrc *z = &c->zs;
-    if (z->cancel_due || z->cancel_sent) {
-        /* 9.5.4: the SendSm answering our SrcAvailCancel (or a refusal
-         * sent before the sink saw it, after which it ignores the cancel):
-         * either way the advertisement is Processed, and the rest is not
-         * sent. */
-        z->cancel_due = false;
+    if (z->cancel_sent && uw__sdp_seq_diff(m->bsdh.mseqack, z->cancel_mseq) >= 0) {
+        /* 9.5.4: the answer to our SrcAvailCancel: the sink dropped the
+         * rest of the advertisement. */
         z->cancelled = true;
         zs_finish(c);
         return 0;
     }
+    /* A refusal (9.5.2.1), also one sent before the sink saw our cancel:
+     * the SrcAvail is Processed, the sink ignores the cancel and waits
+     * for all of the rest by Bcopy. */
+    z->cancel_due = false;
     z->state = ZS_BCOPY;
     uw__sdp_zs_fill(c);
     return 0;
