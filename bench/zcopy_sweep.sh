@@ -102,14 +102,14 @@ set title "throughput (TCP: the runs beside Bcopy)"
 plot "$OUT/plot.dat" u 1:2 w lp lw 2 t "TCP", \
      "" u 1:3 w lp lw 2 t "SDP Bcopy", \
      "" u 1:4 w lp lw 2 t "SDP Read Zcopy", \
-     "" u 1:5 w lp lw 2 t "SDP Write Zcopy"
+     "" u 1:5 w lp lw 2 t "SDP Pipelined (Write Zcopy where a SinkAvail is held)"
 set title "paired ratio: median of SDP / TCP over adjacent runs"
 set xlabel "send() size (octets)"; set ylabel "SDP / TCP"
 set yrange [0:1.3]; set key top right
 plot 1 w l lc "black" dt 2 t "TCP", \
      "$OUT/plot.dat" u 1:6 w lp lw 2 lc 2 t "Bcopy", \
      "" u 1:7 w lp lw 2 lc 3 t "Read Zcopy", \
-     "" u 1:8 w lp lw 2 lc 4 t "Write Zcopy"
+     "" u 1:8 w lp lw 2 lc 4 t "Pipelined"
 unset multiplot
 GP
 else
