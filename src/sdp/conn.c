@@ -125,6 +125,8 @@ int uw__sdp_conn_test_shift_seq(uw_sdp_conn *c, uint32_t ours, uint32_t theirs)
         c->hist[i].mseqack += theirs;
     for (uint32_t i = 0; i < 64; i++)
         c->sa[i].sendsm_mseq += ours;
+    c->proc_mseq += ours;
+    c->rx_pc_ack += ours;
     return 0;
 }
 
@@ -524,8 +526,23 @@ static int on_modechange(uw_sdp_conn *c, const uw_sdp_msg *m)
     if (from == UW_SDP_COMB_MODE && to == UW_SDP_BUFF_MODE && c->sa_n &&
         !c->sa[c->sa_head % 64].sendsm_sent) /* SendSm Processes it (12.1) */
         return uw__sdp_violate(c, "12.1: ModeChange to Buffered before the SrcAvail was Processed");
-    if (from == UW_SDP_PIPE_MODE) /* Figure 29: our SinkAvail is discarded */
+    /* 12.1: ... Processed as the source saw it: by a SendSm or RdmaRdCompl
+     * of ours that its MSeqAck acknowledges. */
+    if (to == UW_SDP_BUFF_MODE && c->proc_valid &&
+        uw__sdp_seq_diff(m->bsdh.mseqack, c->proc_mseq) < 0)
+        return uw__sdp_violate(
+            c, "12.1: ModeChange to Buffered before our SendSm or RdmaRdCompl reached the source");
+    /* 12.4: no further move until the source received a message of ours
+     * sent after its move out of Pipelined. */
+    if (c->rx_pc_pending && uw__sdp_seq_diff(m->bsdh.mseqack, c->rx_pc_ack) < 0)
+        return uw__sdp_violate(
+            c, "12.4: ModeChange before the move out of Pipelined was acknowledged");
+    c->rx_pc_pending = false;
+    if (from == UW_SDP_PIPE_MODE) { /* Figure 29: our SinkAvail is discarded */
         uw__sdp_zk_drop(c);
+        c->rx_pc_pending = true;
+        c->rx_pc_ack = c->last_sent + 1;
+    }
     c->rx_mode = to;
     c->st.mode_changes++;
     return 0;

@@ -207,8 +207,13 @@ struct uw_sdp_conn {
                           Processed otherwise (9.5.5) */
 
     /* Mode changes we master (section 12, Figure 27). */
-    uint8_t mc_want;      /* the mode our send half should move to (0xff none) */
-    bool mc_rx_comb;      /* Buffered receive half: ask the source for Combined */
+    uint8_t mc_want; /* the mode our send half should move to (0xff none) */
+    bool mc_rx_comb; /* Buffered receive half: ask the source for Combined */
+    /* Checks of the peer's ModeChanges for our receive half (12.1, 12.4). */
+    bool proc_valid;      /* we Processed a SrcAvail of the peer's ... */
+    uint32_t proc_mseq;   /* ... last by our message of this MSeq */
+    bool rx_pc_pending;   /* the peer moved it from Pipelined to Combined ... */
+    uint32_t rx_pc_ack;   /* ... and learns we saw it from our message of this MSeq */
     bool mc_wait_ack;     /* 12.4: Pipelined to Combined not yet acknowledged */
     uint32_t mc_pnd;      /* ... PotentialNonDiscards when that ModeChange went */
     uint32_t mc_mseq;     /* ... MSeq of that ModeChange */
@@ -268,6 +273,17 @@ int uw__sdp_send_msg(uw_sdp_conn *c, uw_sdp_msg *m, bool solicited, uw_sdp_tx *o
  * SinkAvail at the sink before the Write's report (9.5.1 rule 1); nor
  * while a SinkCancelAck is: the sink would end the canceled SinkAvail with
  * it, which we no longer count as held (PotentialNonDiscards one ahead). */
+/* 6.2.1.3: the peer's advertisements outstanding at us, SrcAvails not yet
+ * Processed (a SendSm Processes one whose rest still comes by Bcopy) and
+ * SinkAvails held, against our MaxAdverts. */
+static inline uint32_t uw__sdp_adverts_held(const uw_sdp_conn *c)
+{
+    uint32_t n = c->sk_n;
+    for (uint32_t i = 0; i < c->sa_n; i++)
+        n += !c->sa[(c->sa_head + i) % 64].sendsm_sent;
+    return n;
+}
+
 static inline bool uw__sdp_wz_blocks_data(const uw_sdp_conn *c)
 {
     return c->wrc_n > 0 || c->sinkcancelack_due;

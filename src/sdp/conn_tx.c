@@ -254,6 +254,10 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
             c->rrc_due = c->rrc_inv = false;
             c->rrc_len = 0;
             c->st.rdmardcompl_sent++;
+            if (inv) { /* the last: it Processes the SrcAvail (12.1) */
+                c->proc_valid = true;
+                c->proc_mseq = c->last_sent + 1;
+            }
             int r = uw__sdp_send_msg(c, &m, true, out);
             out->invalidate = inv;
             out->inv_stag = c->rrc_stag;
@@ -262,6 +266,8 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
         if (c->sendsm_extra) {
             c->sendsm_extra--;
             c->st.sendsm_sent++;
+            c->proc_valid = true;
+            c->proc_mseq = c->last_sent + 1;
             return uw__sdp_send_ctl(c, UW_SDP_SENDSM, 0, true, out);
         }
         if (c->sendsm_due && c->sa_n) {
@@ -269,6 +275,8 @@ int uw__sdp_conn_next_tx(uw_sdp_conn *c, uw_sdp_tx *out)
             c->sendsm_due = false;
             s->sendsm_sent = true;
             s->sendsm_mseq = c->last_sent + 1;
+            c->proc_valid = true;
+            c->proc_mseq = s->sendsm_mseq;
             if (s->revoked) { /* 9.5.4 step 3: the rest is canceled */
                 c->sa_head++;
                 c->sa_n--;

@@ -136,6 +136,9 @@ int uw__sdp_conn_zsink(uw_sdp_conn *c, const uw_sdp_zsink *z)
         return UW_ENOTCONN;
     if (c->rx_mode != UW_SDP_PIPE_MODE || !c->remote_max_adverts)
         return UW_EPERM;
+    /* 6.2.1.3: with our SrcAvail outstanding too, within the peer's limit. */
+    if ((c->zs.state == ZS_QUEUED || c->zs.state == ZS_SENT) && c->remote_max_adverts < 2)
+        return UW_EAGAIN;
     /* 9.5.1: only buffers larger than our receive Private Buffers. */
     if (z->len <= c->rcv_size || z->len > UW_SDP_MAX_ADVERT_LEN)
         return UW_EINVAL;
@@ -272,7 +275,7 @@ int uw__sdp_on_sinkavail(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
         c->pnd--;
         c->st.sinkavail_stale++;
     } else {
-        if (c->sk_n >= SK_CAP || c->sk_n >= c->cfg.max_adverts)
+        if (c->sk_n >= SK_CAP || uw__sdp_adverts_held(c) >= c->cfg.max_adverts) /* 6.2.1.3 */
             return uw__sdp_violate(c, "6.2.1.3: more SinkAvail advertisements than MaxAdverts");
         /* 11.3 rule 1: a crossing SinkAvail wins over our SrcAvail. */
         uw__sdp_zs_crossed(c);

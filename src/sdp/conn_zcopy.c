@@ -18,6 +18,9 @@ int uw__sdp_conn_zsend(uw_sdp_conn *c, const uw_sdp_zsrc *z)
         return e;
     if (c->zs.state != ZS_NONE)
         return UW_EBUSY;
+    /* 6.2.1.3: with our SinkAvail outstanding too, within the peer's limit. */
+    if ((c->zk.state == ZK_QUEUED || c->zk.state == ZK_SENT) && c->remote_max_adverts < 2)
+        return UW_EBUSY;
     /* Figure 25: no SrcAvail in Buffered Mode, nor once we asked for it. */
     if (c->tx_mode == UW_SDP_BUFF_MODE || c->mc_want == UW_SDP_BUFF_MODE)
         return UW_EPERM;
@@ -271,7 +274,8 @@ int uw__sdp_on_srcavail(uw_sdp_conn *c, uint32_t id, const uw_sdp_msg *m)
         return 0;
     }
     uw__sdp_zk_drop(c); /* 11.3 rule 2a: a queued SinkAvail stays unsent */
-    if (c->sa_n >= c->cfg.max_adverts || c->sa_n >= 64)
+    /* 6.2.1.3: one limit for the SrcAvails and SinkAvails we hold. */
+    if (uw__sdp_adverts_held(c) >= c->cfg.max_adverts || c->sa_n >= 64)
         return uw__sdp_violate(c, "6.2.1.3: more SrcAvail advertisements than MaxAdverts");
     if (m->payload_len > m->u.avail.len)
         return uw__sdp_violate(c, "6.3.2: SrcAvail payload longer than the advertised buffer");

@@ -624,9 +624,12 @@ static void app_zsend(int s)
     pat_at(s, a->snt, r->addr, n, true);
     uw_sdp_zsrc z = {.addr = r->addr, .len = n, .stag = r->stag, .va = r->va};
     int rc = uw__sdp_conn_zsend(x->c, &z);
-    if (rc) { /* Buffered Mode (or asked for), too short, shut: Bcopy instead */
+    if (rc) { /* Buffered Mode (or asked for), too short, shut, or our
+               * SinkAvail out with a peer's MaxAdverts of 1: Bcopy instead */
+        uw_sdp_params pp;
+        assert_int_equal(uw__sdp_conn_params(x->c, &pp), 0);
         CHECK(rc == UW_EPERM || (rc == UW_EINVAL && n <= UW_SDP_SRCAVAIL_PAYLOAD) ||
-                  (rc == UW_EPIPE && a->shut),
+                  (rc == UW_EPIPE && a->shut) || (rc == UW_EBUSY && pp.remote_max_adverts < 2),
               "side %d zsend(%u) = %d", s, n, rc);
         reg_drop(r);
         return;
