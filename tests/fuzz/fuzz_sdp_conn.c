@@ -1,10 +1,12 @@
-/* Fuzz target: the SDP connection core's receive side (src/sdp/conn*.c)
- * and Read Zcopy (9.2) in both roles, two cores joined in memory by
- * tests/unit/sdp_pair.h, with messages from a peer that breaks the rules
- * mixed into the real peer's. The harness stands for the verbs layer as
- * test_sdp_zcopy.c does: a registry of each side's zero-copy buffers,
- * RDMA Reads served from it, STags invalidated by Sends with Invalidate
- * and revoked (the buffer freed, for ASan) when zsend_poll reports the end.
+/* Fuzz target: the SDP connection core's receive side (src/sdp/conn*.c),
+ * Read Zcopy (9.2) and Write Zcopy (9.3) in both roles and the mode
+ * changes (11, 12), two cores joined in memory by tests/unit/sdp_pair.h,
+ * with messages from a peer that breaks the rules mixed into the real
+ * peer's. The harness stands for the verbs layer as test_sdp_zcopy.c and
+ * test_sdp_wzcopy.c do: a registry of each side's zero-copy buffers, RDMA
+ * Reads served from it and RDMA Writes placed in it, STags invalidated by
+ * Sends with Invalidate and revoked (the buffer freed, for ASan) when
+ * zsend_poll or zsink_poll reports the end.
  *
  * Input:  b0  bits 0-1 Connecting Peer's receive buffer size (37, 100, 1024,
  *             70000), bits 2-3 the Accepting Peer's, bit 4/5 SO_OOBINLINE
@@ -29,8 +31,15 @@
  *            posted count or the raw value (bufs mode bit 0). Bufs mode bit
  *            1: a Send with Invalidate, of side's current STag (bit 2) or of
  *            another (bits 5-7 away); bit 3: a SrcAvail names the other
- *            side's current STag, at its VA + bufs; bit 4: value below
- *            side's current zero-copy length (RdmaRdCompl Len)
+ *            side's current STag, at its VA + bufs; a SinkAvail the other
+ *            side's current sink buffer, at its VA + bufs, with the
+ *            NonDiscards of that side's last SinkAvail; an RdmaWrCompl is a
+ *            Send with Invalidate of side's sink STag; a ModeChange asks
+ *            for a move the receiver allows where there is one (value bit
+ *            1: S=1 to Combined if its send half is Buffered; value bit 0:
+ *            Pipelined rather than Buffered from Combined); bit 4: value
+ *            at most side's current zero-copy length (RdmaRdCompl Len;
+ *            RdmaWrCompl Len: its sink buffer's)
  *   SEND     u16 len (x 4 with the flags' bit 2), u8 flags (OOB, MORE)
  *   RECV     u16 len, u8 flags (OOB, PEEK)
  *   SHUT     u8 how      CHRCVBUF u32 size     SETOPT u8 opt, u32 value
@@ -40,7 +49,7 @@
  *   ABORT    the application aborts          LLPDOWN u8 errs: the LLP goes
  *   FAILMEM  u8 k: the (k % 8 + 1)th allocation from now fails
  *   QUERY    poll, FIONREAD, SIOCATMARK, SO_ERROR, outq, stats, zwaiting,
- *            zread_collect
+ *            zread_collect, mode_hint, zwrite_avail, zwrite_inflight
  *   ZSEND    u16 z: a zero-copy send of z octets (z & 0x8000: (z & 0x7fff)
  *            x 32, up to 1 MiB) of side's stream, from a registered copy
  *            with a fresh STag; one at a time
@@ -50,28 +59,73 @@
  *   ZDONE    the Read in flight completes: the octets from the other side's
  *            registration, or UW_ERDMAP_STAG where it has no valid one
  *   FORCEBCOPY  force_bcopy
+ *   ZCANCEL  zsend_cancel (9.5.4)
+ *   ZSINK    u32 v: zsink of a receive buffer of side's receive buffer size
+ *            + 1 + (v & 0xffff) octets (v & 0x80000000: of v & 0x3ffff),
+ *            registered under a fresh STag; one at a time
+ *   ZSPOLL   zsink_poll; at the end bcopy octets are read into the buffer
+ *            with recv(), then the STag is revoked and the buffer freed
+ *   ZSCANCEL zsink_cancel (9.5.5)
+ *   ZWRITE   u32 v: zwrite of v % zwrite_avail + 1 octets of side's stream
+ *            (all of zwrite_avail with v & 0x80000000); the RDMA Write is
+ *            placed in the other side's sink buffer before side's next
+ *            message is taken, or fails as a bad STag where it has no valid
+ *            one (zwrite_done(false) at once); left in flight otherwise
+ *   ZWDONE   u8 f: the oldest Write in flight completes: zwrite_done(ok),
+ *            failed when f & 7 == 7
+ *   SETMODE  u8 m: set_mode(m % 4) (3: an invalid mode)
+ *   RXCOMB   rx_combined                     WANTPIPE u8 on: want_pipe(on & 1)
  *
  * Checked (abort on violation):
  *   - on_recv returns 0, UW_EPROTO or UW_EMSGSIZE; after an error the core
  *     is in ERROR, and once Send completions are released it has asked for
  *     an abortive LLP close (directly or after its AbortConn completed);
+ *   - until a message is injected (RAW, MSG), the two real cores never
+ *     disagree: no delivery fails, no Send finds no receive or one too
+ *     short, a SrcAvail carries payload exactly when the receiving half is
+ *     not Pipelined;
  *   - the real peer's payload is exactly its application's stream; a
  *     zero-copy send is part of it: its SrcAvail carries the first octets
  *     and, past the octets the sink Read (st.zcopy_sent), Data the rest;
+ *     a zero-copy send cut short (cancelled, or crossed by a SinkAvail)
+ *     holds the octets zsend_poll reports sent, and the stream goes on
+ *     after them; octets placed by RDMA Write are the stream's next octets
+ *     at their RdmaWrCompl (one per Write, in order, Len the Write's, with
+ *     Invalidate of the STag written);
  *   - what the application reads is a subsequence, in order, of the payload
  *     octets delivered or injected (nothing made up, reordered or repeated,
  *     only urgent octets left out); a peek is one too; recv(MSG_OOB) gives
- *     the last octet of some OOB_PRES message;
+ *     the last octet of some OOB_PRES message; so are the octets read into
+ *     the sink buffer with recv() after zsink_poll reported a bcopy end;
+ *     the octets it reports placed are those of the real peer's Write
+ *     (the stream's next octets at its RdmaWrCompl): nothing delivered
+ *     before that RdmaWrCompl is read after it;
  *   - a Read of the real peer's advertisement starts where the last one
  *     ended, after its SrcAvail's payload (9.2 step 2b), and gives the
  *     stream's next octets: nothing delivered before it is read after it;
- *   - zsend_poll ends with 1 and every octet, or with an error once the
- *     connection failed, never stays in process after the connection
- *     ended; send() takes nothing meanwhile; zread_done's outcome is what
- *     zread_collect gives;
+ *     until a message is injected, it finds the buffer still registered
+ *     while the source's connection is open;
+ *   - zsend_poll ends with 1 and every octet (fewer only after
+ *     zsend_cancel or a SinkAvail reached the source), or with an error
+ *     once the connection failed, never stays in process after the
+ *     connection ended; send() takes nothing meanwhile, nor while a Write
+ *     is in flight; zread_done's outcome is what zread_collect gives;
+ *   - zsink_poll ends exactly once per advertisement (EINVAL otherwise),
+ *     with 1 (placed and bcopy not both, placed within the buffer) or an
+ *     error once the connection failed, never stays outstanding after the
+ *     connection ended; zsink refuses while one is outstanding. Until a
+ *     message is injected, while the sink is open: an RDMA Write finds the
+ *     sink's advertised buffer still registered (no Write lands after its
+ *     advertisement ended: the harness revokes the STag at the end), its
+ *     RdmaWrCompl arrives while the advertisement is outstanding, and the
+ *     advertisement ends with placed = the Write's length when a Write
+ *     went into it, with placed 0 otherwise (no written octet is lost);
  *   - counters: Bufs posted equals the receives the harness holds, octets
- *     sent equal what send() and ended zero-copy sends took, FIONREAD
- *     never exceeds what arrived; zavail is 0 without cfg.zcopy_sink;
+ *     sent equal what send(), zwrite and ended zero-copy sends took,
+ *     rdma_write_bytes what zwrite took, zcopy_sent at least that,
+ *     rdma_read_bytes what completed Reads took, zwrite_inflight the
+ *     Writes not yet done, FIONREAD never exceeds what arrived; zavail is
+ *     0 without cfg.zcopy_sink;
  *   - no crash, leak or undefined behaviour (sanitizers).
  * UW_FUZZ_DEBUG prints every operation. */
 #include <poll.h>
@@ -89,6 +143,7 @@
 #define ZRECS 8      /* zero-copy sends a side's stream check keeps track of */
 #define NSPOOF 16    /* STags of injected SrcAvails remembered per side */
 #define ZMAX 0xFFFE0 /* longest zero-copy send ZSEND makes */
+#define NWREC 64     /* RDMA Writes a side's stream check waits to see reported */
 
 enum {
     OP_RAW,
@@ -110,6 +165,15 @@ enum {
     OP_ZREAD,
     OP_ZDONE,
     OP_FORCEBCOPY,
+    OP_ZCANCEL,
+    OP_ZSINK,
+    OP_ZSPOLL,
+    OP_ZSCANCEL,
+    OP_ZWRITE,
+    OP_ZWDONE,
+    OP_SETMODE,
+    OP_RXCOMB,
+    OP_WANTPIPE,
     OP_COUNT
 };
 
@@ -165,8 +229,11 @@ typedef struct zrec {
     uint32_t pay;     /* octets its SrcAvail carried, once delivered */
     uint32_t rd_done; /* octets the peer's checked Reads took */
     uint64_t log_end; /* the reader's log position after the SrcAvail's payload */
+    uint64_t sk_base; /* the sender's st.sinkavail_received at the start */
+    bool sk_held;     /* ... and it may hold a SinkAvail (Pipelined, some came) */
     bool valid;       /* neither invalidated nor revoked */
     bool ended, seen, skipped;
+    bool cancel; /* zsend_cancel took it */
 } zrec;
 
 typedef struct zside {
@@ -181,7 +248,41 @@ typedef struct zside {
     uint32_t spoof[NSPOOF];
     unsigned nspoof;
     bool spoof_all;
+    uint64_t rd_bytes; /* octets our completed Reads took */
 } zside;
+
+/* Data Sink (Write Zcopy): side's advertised receive buffer, registered
+ * for remote Write and remote invalidate from zsink() until zsink_poll
+ * reports the end; the STag stays known after that. */
+typedef struct ksink {
+    uint8_t *buf; /* NULL: none registered */
+    uint32_t len, stag;
+    uint64_t va;
+    bool valid;       /* neither invalidated nor revoked */
+    bool live;        /* zsink took it and zsink_poll has not ended it */
+    unsigned writes;  /* RDMA Writes placed in it */
+    bool at0;         /* the last one at its start */
+    uint32_t wlen;    /* ... of wlen octets */
+    uint64_t wpos;    /* ... from the writer's stream position wpos */
+    bool reported;    /* the real peer's RdmaWrCompl for a Write into it came */
+    bool spoof;       /* an injected RdmaWrCompl reached the side meanwhile */
+    uint32_t nd;      /* NonDiscards of the side's last SinkAvail */
+    uint64_t log_end; /* the reader's log position at that RdmaWrCompl */
+} ksink;
+
+/* Data Source (Write Zcopy): Writes whose RdmaWrCompl the stream check has
+ * not seen yet (FIFO), and those zwrite_done has not ended. */
+typedef struct wrec {
+    uint64_t pos; /* stream position of the first octet */
+    uint32_t len, stag;
+} wrec;
+
+typedef struct wside {
+    wrec r[NWREC];
+    unsigned head, n;
+    unsigned inflight;
+    uint64_t bytes; /* octets zwrite took */
+} wside;
 
 static struct {
     sp_pair p;
@@ -194,7 +295,10 @@ static struct {
     bool failed[2];       /* on_recv gave side s an error */
     bool llp_down;
     bool zsink[2];
+    bool injected; /* a message was injected: the cores may disagree now */
     zside z[2];
+    ksink k[2];
+    wside w[2];
     uint32_t next_stag;
     uint8_t io[MAX_IO];
     uint8_t msg[80000];
@@ -280,12 +384,16 @@ static void zretire(int s)
     }
 }
 
-/* A STag for a Send with Invalidate to side s: its current one, or one
- * `away` past it (never issued, or issued later). */
+/* A STag for a Send with Invalidate to side s: its current one (the
+ * newest of its zero-copy send's and its sink buffer's), or one `away` past
+ * it (never issued, or issued later). */
 static uint32_t pick_stag(int s, bool cur, unsigned away)
 {
     const zrec *z = zlast(s);
-    uint32_t stag = z ? z->stag : F.next_stag;
+    uint32_t a = z ? z->stag : 0, b = F.k[s].buf ? F.k[s].stag : 0;
+    uint32_t stag = a > b ? a : b;
+    if (!stag)
+        stag = F.next_stag;
     return cur ? stag : stag + 1 + away;
 }
 
@@ -296,6 +404,14 @@ static void invalidate(int s, uint32_t stag)
     zrec *z = zfind(s, stag);
     if (z)
         z->valid = false;
+    if (F.k[s].buf && F.k[s].stag == stag)
+        F.k[s].valid = false;
+}
+
+static void fill_pat(int s, uint64_t pos, uint8_t *dst, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = pat(s, pos + i);
 }
 
 static void spoof_add(int s, uint32_t stag)
@@ -360,6 +476,34 @@ static void offer(int s, const uint8_t *m, uint32_t len)
     }
 }
 
+/* Side s's connection is open and its LLP up. */
+static bool up(int s)
+{
+    return !F.llp_down && uw__sdp_conn_state(F.p.s[s].c) == UW_SDP_S_OPEN;
+}
+
+/* The real peer's RdmaWrCompl (9.3 step 2): the Write it reports took the
+ * stream's next octets, which the sink counts as read at once. */
+static void wr_reported(int s, const uw_sdp_msg *d, const sp_msg *m)
+{
+    wside *ws = &F.w[s];
+    FZ_CHECK(ws->n > 0); /* one per Write */
+    wrec w = ws->r[ws->head];
+    ws->head = (ws->head + 1) % NWREC;
+    ws->n--;
+    FZ_CHECK(m->inv && m->inv_stag == w.stag && d->u.value == w.len);
+    zskip(s);
+    FZ_CHECK(F.wire_pos[s] == w.pos); /* after everything sent before the Write */
+    F.wire_pos[s] += w.len;
+    ksink *k = &F.k[1 - s];
+    if (k->buf && k->stag == w.stag) {
+        if (!F.injected && up(1 - s)) /* reported while it is advertised */
+            FZ_CHECK(k->valid && k->live);
+        k->reported = true;
+        k->log_end = log_pos(1 - s);
+    }
+}
+
 /* Every real message, just before delivery. */
 static void tap(void *ud, const sp_side *from, const sp_msg *m)
 {
@@ -369,11 +513,21 @@ static void tap(void *ud, const sp_side *from, const sp_msg *m)
     FZ_CHECK(uw__sdp_decode(m->data, m->len, &d) == 0); /* the core builds valid messages */
     F.last_out[s] = d.bsdh.mseq;
     F.last_in[1 - s] = d.bsdh.mseq;
-    if (m->inv) { /* 9.2 step 3: only an RdmaRdCompl invalidates */
-        FZ_CHECK(d.bsdh.mid == UW_SDP_RDMARDCOMPL);
+    /* 9.2 step 3, 9.3 step 2: only RdmaRdCompl and RdmaWrCompl invalidate. */
+    if (m->inv)
+        FZ_CHECK(d.bsdh.mid == UW_SDP_RDMARDCOMPL || d.bsdh.mid == UW_SDP_RDMAWRCOMPL);
+    if (d.bsdh.mid == UW_SDP_RDMAWRCOMPL)
+        wr_reported(s, &d, m);
+    if (m->inv)
         invalidate(1 - s, m->inv_stag);
+    if (d.bsdh.mid == UW_SDP_SINKAVAIL) { /* our sink buffer, as zsink gave it */
+        ksink *k = &F.k[s];
+        FZ_CHECK(d.payload_len == 0);
+        if (d.u.avail.stag == k->stag)
+            FZ_CHECK(d.u.avail.len == k->len && d.u.avail.va == k->va);
+        k->nd = d.u.avail.non_discards;
     }
-    if (d.payload_len)
+    if (d.payload_len || d.bsdh.mid == UW_SDP_SRCAVAIL) /* (none in Pipelined Mode) */
         zskip(s);
     zrec *z = NULL;
     if (d.bsdh.mid == UW_SDP_SRCAVAIL) {
@@ -381,7 +535,12 @@ static void tap(void *ud, const sp_side *from, const sp_msg *m)
         FZ_CHECK(z && !z->seen);
         FZ_CHECK(d.u.avail.len == z->len && d.u.avail.va == z->va);
         FZ_CHECK(F.wire_pos[s] == z->pos); /* after what was queued before, whole */
-        FZ_CHECK(d.payload_len > 0 && d.payload_len < z->len); /* 11.2 */
+        FZ_CHECK(d.payload_len < z->len);  /* 11.2 */
+        if (!F.injected && up(1 - s)) {    /* 11.2: payload; 11.3: none */
+            uw_sdp_stats rs;
+            uw__sdp_conn_stats(F.p.s[1 - s].c, &rs);
+            FZ_CHECK((d.payload_len == 0) == (rs.rx_mode == UW_SDP_PIPE_MODE));
+        }
         z->seen = true;
         z->pay = d.payload_len;
     }
@@ -419,6 +578,7 @@ static void inject(int s, const uint8_t *m, uint32_t n, uint32_t claimed, bool i
         claimed = n;
     x->rq_head = (x->rq_head + 1) % SP_MAXQ;
     x->rq_n--;
+    F.injected = true;
     memcpy(p.addr, m, n);
     if (claimed == n)
         offer(s, m, n);
@@ -427,9 +587,12 @@ static void inject(int s, const uint8_t *m, uint32_t n, uint32_t claimed, bool i
         F.last_in[s] = d.bsdh.mseq;
     /* As the core will decode it: beyond n the buffer still holds an older
      * message, maybe the real peer's SrcAvail. */
-    if (claimed <= p.len && uw__sdp_decode(p.addr, claimed, &d) == 0 &&
-        d.bsdh.mid == UW_SDP_SRCAVAIL)
-        spoof_add(s, d.u.avail.stag);
+    if (claimed <= p.len && uw__sdp_decode(p.addr, claimed, &d) == 0) {
+        if (d.bsdh.mid == UW_SDP_SRCAVAIL)
+            spoof_add(s, d.u.avail.stag);
+        if (d.bsdh.mid == UW_SDP_RDMAWRCOMPL && F.k[s].live)
+            F.k[s].spoof = true; /* what it reports placed is not the real peer's */
+    }
     if (inv)
         invalidate(s, stag);
     x->rcvd_msgs++;
@@ -473,6 +636,18 @@ static void put64(uint8_t *p, uint64_t v)
     put32(p + 4, (uint32_t)v);
 }
 
+/* The Mode field of a ModeChange side s's modes allow (Figures 26, 27). */
+static uint8_t legal_mode(int s, uint32_t value)
+{
+    uw_sdp_stats st;
+    uw__sdp_conn_stats(F.p.s[s].c, &st);
+    if ((value & 2) && st.tx_mode == UW_SDP_BUFF_MODE) /* 12.2: S=1, from the sink */
+        return 0x80 | UW_SDP_COMB_MODE << 4;
+    if (st.rx_mode == UW_SDP_COMB_MODE)
+        return (uint8_t)(((value & 1) ? UW_SDP_PIPE_MODE : UW_SDP_BUFF_MODE) << 4);
+    return UW_SDP_COMB_MODE << 4;
+}
+
 static void op_msg(int s, fz_in *in)
 {
     sp_side *x = &F.p.s[s];
@@ -482,9 +657,12 @@ static void op_msg(int s, fz_in *in)
     uint32_t value = fz_u32(in);
     uint16_t plen = fz_u16(in);
     uint8_t mid = sel >= 0xF0 ? (uint8_t)(sel << 4 | sel >> 4) : mids[sel % sizeof(mids)];
-    if (bmode & 0x10) { /* a Len the Data Source may accept */
+    if (bmode & 0x10) { /* a Len the Data Source (the Sink, for RdmaWrCompl) may accept */
         const zrec *z = zlast(s);
-        value %= 1u + (z ? z->len : 65536u);
+        uint32_t lim = z ? z->len : 65536u;
+        if (mid == UW_SDP_RDMAWRCOMPL)
+            lim = F.k[s].buf ? F.k[s].len : 65536u;
+        value %= 1u + lim;
     }
     int ext = uw__sdp_ext_len(mid);
     if (ext < 0)
@@ -519,8 +697,20 @@ static void op_msg(int s, fz_in *in)
         put32(m + 20, z ? z->stag : F.next_stag);
         put64(m + 24, (z ? z->va : 0) + braw);
     }
+    if (mid == UW_SDP_SINKAVAIL && (bmode & 8)) { /* the real sink's buffer */
+        const ksink *ks = &F.k[1 - s];
+        put32(m + 20, ks->buf ? ks->stag : F.next_stag);
+        put64(m + 24, (ks->buf ? ks->va : 0) + braw);
+        put32(m + 32, ks->nd);
+    }
+    if (mid == UW_SDP_MODECHANGE && (bmode & 8))
+        m[16] = legal_mode(s, value);
     bool inv = (bmode & 2) != 0;
     uint32_t stag = pick_stag(s, (bmode & 4) != 0, bmode >> 5);
+    if (mid == UW_SDP_RDMAWRCOMPL && (bmode & 8)) { /* names side's sink buffer */
+        inv = true;
+        stag = F.k[s].stag ? F.k[s].stag : F.next_stag;
+    }
     k = plen;
     const uint8_t *pl = fz_take(in, &k);
     if (k)
@@ -588,7 +778,7 @@ static void op_send(int s, fz_in *in)
     sp_drain_tx(x);
     FZ_DEBUG("  send side %d: %zu flags %#x -> %zd\n", s, len, flags, r);
     FZ_CHECK(r <= (ssize_t)len);
-    if (zlive(s)) /* it owns the stream until zsend_poll ends it */
+    if (zlive(s) || F.w[s].inflight) /* they own the stream until they end */
         FZ_CHECK(r <= 0);
     if (r > 0)
         F.app_sent[s] += (uint64_t)r;
@@ -623,6 +813,8 @@ static void op_zsend(int s, fz_in *in)
     uw_sdp_stats st;
     uw__sdp_conn_stats(x->c, &st);
     z->zc_base = st.zcopy_sent;
+    z->sk_base = st.sinkavail_received;
+    z->sk_held = st.tx_mode == UW_SDP_PIPE_MODE && st.sinkavail_received > 0;
     uw_sdp_zsrc src = {.addr = z->buf, .len = len, .stag = z->stag, .va = z->va};
     int rc = uw__sdp_conn_zsend(x->c, &src);
     FZ_DEBUG("  zsend side %d: %u octets stag %#x -> %d\n", s, len, z->stag, rc);
@@ -633,6 +825,36 @@ static void op_zsend(int s, fz_in *in)
     }
     FZ_CHECK(rc == 0 && len > 0);
     zs->n++;
+    sp_drain_tx(x);
+}
+
+/* A SrcAvail of side s naming stag is on the wire, not yet delivered. */
+static bool srcavail_queued(int s, uint32_t stag)
+{
+    const sp_side *x = &F.p.s[s];
+    for (unsigned i = 0; i < x->out_n; i++) {
+        const sp_msg *m = &x->out[(x->out_head + i) % SP_MAXQ];
+        uw_sdp_msg d;
+        if (uw__sdp_decode(m->data, m->len, &d) == 0 && d.bsdh.mid == UW_SDP_SRCAVAIL &&
+            d.u.avail.stag == stag)
+            return true;
+    }
+    return false;
+}
+
+static void op_zcancel(int s)
+{
+    sp_side *x = &F.p.s[s];
+    zrec *z = zlive(s);
+    int rc = uw__sdp_conn_zsend_cancel(x->c);
+    FZ_DEBUG("  zsend_cancel side %d -> %d\n", s, rc);
+    if (!z) {
+        FZ_CHECK(rc == UW_EINVAL);
+        return;
+    }
+    FZ_CHECK(rc == 0 || rc == UW_EALREADY);
+    if (rc == 0)
+        z->cancel = true;
     sp_drain_tx(x);
 }
 
@@ -655,9 +877,14 @@ static void op_zpoll(int s)
     }
     uw_sdp_stats st;
     uw__sdp_conn_stats(x->c, &st);
+    z->read = st.zcopy_sent - z->zc_base;
+    FZ_CHECK(z->read <= sent);
     if (rc == 1) {
-        FZ_CHECK(sent == z->len);
-        F.app_sent[s] += z->len;
+        /* Cut short only by the revocation (9.5.4) or a crossing SinkAvail
+         * (11.3); the stream goes on after what it sent. */
+        if (sent < z->len)
+            FZ_CHECK(z->cancel || z->sk_held || st.sinkavail_received > z->sk_base);
+        F.app_sent[s] += sent;
     } else {
         FZ_CHECK(rc < 0 && (state == UW_SDP_S_ERROR || state == UW_SDP_S_CLOSED));
         /* Nothing more can go: what it counted is what its messages
@@ -665,8 +892,14 @@ static void op_zpoll(int s)
         FZ_CHECK(st.sent >= F.app_sent[s] && st.sent - F.app_sent[s] <= z->len);
         F.app_sent[s] = st.sent;
     }
-    z->read = st.zcopy_sent - z->zc_base;
     FZ_CHECK(z->read <= z->len);
+    if (!z->seen && !srcavail_queued(s, z->stag)) {
+        /* Never advertised (revoked or crossed while queued), or lost
+         * with the LLP: it adds nothing to the wire. */
+        z->seen = true;
+        z->pay = 0;
+        z->log_end = log_pos(1 - s);
+    }
     if (z->skipped)
         FZ_CHECK(z->skip == z->read);
     z->ended = true;
@@ -724,10 +957,15 @@ static void zdone(int s)
         memcpy(zs->dst, z->buf + (rd->to - z->va), rd->len);
         n = rd->len;
     }
+    /* The source keeps its buffer registered until the sink reported. */
+    if (zs->rd_checked && !F.injected && up(1 - s))
+        FZ_CHECK(n > 0);
     uw__sdp_conn_zread_done(x->c, n);
     ssize_t k = uw__sdp_conn_zread_collect(x->c);
     FZ_DEBUG("  zread_done side %d: %lld -> %zd\n", s, (long long)n, k);
     FZ_CHECK(k == n || (n > 0 && k == UW_ECONNRESET && uw__sdp_conn_state(x->c) == UW_SDP_S_ERROR));
+    if (k > 0)
+        zs->rd_bytes += (uint64_t)k;
     if (k > 0 && zs->rd_checked) {
         for (ssize_t i = 0; i < k; i++)
             FZ_CHECK(zs->dst[i] == pat(1 - s, z->pos + z->pay + z->rd_done + (uint64_t)i));
@@ -738,6 +976,179 @@ static void zdone(int s)
     free(zs->dst);
     zs->dst = NULL;
     zs->rd_busy = false;
+    sp_drain_tx(x);
+}
+
+/* ---- Write Zcopy (9.3) ---------------------------------------------------- */
+
+static void op_zsink(int s, fz_in *in)
+{
+    sp_side *x = &F.p.s[s];
+    ksink *k = &F.k[s];
+    uint32_t v = fz_u32(in);
+    uw_sdp_params pa;
+    uint32_t rs = uw__sdp_conn_params(x->c, &pa) == 0 ? pa.local_rcv_size : UW_SDP_MIN_BUF;
+    uint32_t len = (v & 0x80000000u) ? (v & 0x3ffffu) : rs + 1 + (v & 0xffffu);
+    if (k->live) {
+        uint8_t one = 0;
+        uw_sdp_zsink again = {.addr = &one, .len = len, .stag = 1, .va = 0};
+        int rc = uw__sdp_conn_zsink(x->c, &again);
+        FZ_DEBUG("  zsink side %d: %u while one is outstanding -> %d\n", s, len, rc);
+        FZ_CHECK(rc < 0);
+        return;
+    }
+    uint32_t nd = k->nd;
+    memset(k, 0, sizeof(*k));
+    k->nd = nd;
+    k->buf = malloc(len ? len : 1);
+    FZ_CHECK(k->buf != NULL);
+    memset(k->buf, 0xe5, len ? len : 1);
+    k->len = len;
+    k->stag = F.next_stag++;
+    k->va = (uint64_t)k->stag << 32 | 0x5000; /* not the address: Writes must use the VA */
+    k->valid = true;
+    uw_sdp_zsink z = {.addr = k->buf, .len = len, .stag = k->stag, .va = k->va};
+    int rc = uw__sdp_conn_zsink(x->c, &z);
+    FZ_DEBUG("  zsink side %d: %u octets (buffers %u) stag %#x -> %d\n", s, len, rs, k->stag, rc);
+    if (rc < 0) {
+        free(k->buf);
+        k->buf = NULL;
+        k->valid = false;
+        return;
+    }
+    FZ_CHECK(rc == 0 && len > rs); /* 9.5.1: larger than our receive buffers */
+    k->live = true;
+    sp_drain_tx(x);
+}
+
+/* zsink_poll reported the end of side s's advertisement with r. */
+static void zsink_ended(int s, const uw_sdp_zsink_res *r)
+{
+    sp_side *x = &F.p.s[s];
+    ksink *k = &F.k[s];
+    FZ_CHECK(!(r->placed && r->bcopy) && r->placed <= k->len);
+    /* The one Write of the real peer, at the start, reported by its own
+     * RdmaWrCompl. */
+    bool real = k->writes == 1 && k->at0 && k->reported && !k->spoof && k->wlen == r->placed;
+    if (r->placed) {
+        if (!F.injected)
+            FZ_CHECK(real);
+        if (real) { /* the stream's next octets: nothing before is read after */
+            for (uint32_t i = 0; i < r->placed; i++)
+                FZ_CHECK(k->buf[i] == pat(1 - s, k->wpos + i));
+            log_skip_to(s, k->log_end);
+        }
+    } else if (!F.injected) {
+        FZ_CHECK(k->writes == 0); /* no octet written into it is lost */
+    }
+    if (r->bcopy) { /* 9.5.1 rule 1: that message, into the same buffer */
+        struct iovec v = {k->buf, r->bcopy < k->len ? r->bcopy : k->len};
+        ssize_t n = uw__sdp_conn_recv(x->c, &v, 1, 0);
+        FZ_DEBUG("  recv side %d into the sink buffer: %zu -> %zd\n", s, v.iov_len, n);
+        FZ_CHECK(n <= (ssize_t)v.iov_len);
+        if (n > 0)
+            FZ_CHECK(subseq(s, k->buf, (size_t)n, false));
+    }
+}
+
+static void op_zspoll(int s)
+{
+    sp_side *x = &F.p.s[s];
+    ksink *k = &F.k[s];
+    uw_sdp_zsink_res r = {UINT32_MAX, UINT32_MAX};
+    int rc = uw__sdp_conn_zsink_poll(x->c, &r);
+    FZ_DEBUG("  zsink_poll side %d -> %d, placed %u bcopy %u\n", s, rc, r.placed, r.bcopy);
+    if (!k->live) { /* once per advertisement */
+        FZ_CHECK(rc == UW_EINVAL);
+        return;
+    }
+    int state = uw__sdp_conn_state(x->c);
+    if (rc == 0) { /* a connection that ended can never finish it */
+        FZ_CHECK(state == UW_SDP_S_OPEN);
+        return;
+    }
+    if (rc < 0)
+        FZ_CHECK(state == UW_SDP_S_ERROR);
+    else
+        FZ_CHECK(rc == 1);
+    if (rc == 1)
+        zsink_ended(s, &r);
+    /* The driver revokes the STag: no Write may land in it any more. */
+    k->live = false;
+    k->valid = false;
+    free(k->buf);
+    k->buf = NULL;
+    sp_drain_tx(x);
+}
+
+static void op_zscancel(int s)
+{
+    sp_side *x = &F.p.s[s];
+    int rc = uw__sdp_conn_zsink_cancel(x->c);
+    FZ_DEBUG("  zsink_cancel side %d -> %d\n", s, rc);
+    FZ_CHECK(rc == 0 || rc == UW_EAGAIN);
+    if (!F.k[s].live)
+        FZ_CHECK(rc == UW_EAGAIN);
+    sp_drain_tx(x);
+}
+
+/* zwrite, and the RDMA Write as the peer's engine places it, before side
+ * s's next message is taken (the driver posts it before it pumps). */
+static void op_zwrite(int s, fz_in *in)
+{
+    sp_side *x = &F.p.s[s];
+    wside *ws = &F.w[s];
+    uint32_t v = fz_u32(in);
+    uint32_t av = uw__sdp_conn_zwrite_avail(x->c);
+    uw_sdp_zwrite wr;
+    if (!av) {
+        FZ_CHECK(uw__sdp_conn_zwrite(x->c, 1, &wr) == UW_EAGAIN);
+        return;
+    }
+    FZ_CHECK(!zlive(s)); /* the zero-copy send owns the stream until it ends */
+    if (ws->n == NWREC)
+        return;
+    FZ_CHECK(uw__sdp_conn_zwrite(x->c, 0, &wr) == UW_EINVAL);
+    FZ_CHECK(uw__sdp_conn_zwrite(x->c, av + 1, &wr) == UW_EINVAL);
+    uint32_t n = (v & 0x80000000u) ? av : v % av + 1;
+    FZ_CHECK(uw__sdp_conn_zwrite(x->c, n, &wr) == 0 && wr.len == n);
+    uint64_t pos = F.app_sent[s];
+    F.app_sent[s] += n; /* the octets count as sent */
+    ws->bytes += n;
+    ksink *k = &F.k[1 - s];
+    uint64_t off = wr.to - k->va;
+    bool ok = k->buf && k->valid && wr.stag == k->stag && wr.to >= k->va && off <= k->len &&
+              n <= k->len - off;
+    FZ_DEBUG("  zwrite side %d: %u of %u: stag %#x to %#llx -> %s\n", s, n, av, wr.stag,
+             (unsigned long long)wr.to, ok ? "placed" : "bad STag");
+    /* The real sink's advertisement, at its start, still registered. */
+    if (!F.injected && up(1 - s))
+        FZ_CHECK(ok && off == 0);
+    if (!ok) { /* a remote access error: the Write fails, the QP with it */
+        uw__sdp_conn_zwrite_done(x->c, false);
+        sp_drain_tx(x);
+        return;
+    }
+    fill_pat(s, pos, k->buf + off, n);
+    k->writes++;
+    k->at0 = off == 0;
+    k->wlen = n;
+    k->wpos = pos;
+    ws->r[(ws->head + ws->n) % NWREC] = (wrec){.pos = pos, .len = n, .stag = wr.stag};
+    ws->n++;
+    ws->inflight++;
+    sp_drain_tx(x);
+}
+
+/* The oldest Write in flight completes. */
+static void zwdone(int s, bool ok)
+{
+    sp_side *x = &F.p.s[s];
+    if (!F.w[s].inflight)
+        return;
+    F.w[s].inflight--;
+    uw__sdp_conn_zwrite_done(x->c, ok);
+    FZ_DEBUG("  zwrite_done side %d: %s\n", s, ok ? "ok" : "failed");
     sp_drain_tx(x);
 }
 
@@ -757,9 +1168,14 @@ static void check_side(int s)
         FZ_CHECK(st.sent == F.app_sent[s]);
     if (!F.zsink[s])
         FZ_CHECK(uw__sdp_conn_zavail(x->c) == 0);
+    FZ_CHECK(st.rdma_write_bytes == F.w[s].bytes);
+    FZ_CHECK(st.zcopy_sent >= st.rdma_write_bytes);
+    FZ_CHECK(st.rdma_read_bytes == F.z[s].rd_bytes);
+    FZ_CHECK(uw__sdp_conn_zwrite_inflight(x->c) == F.w[s].inflight);
     FZ_CHECK(uw__sdp_conn_inq(x->c) <= st.received);
     if (x->rc) { /* an error from a real delivery */
         check_rc(s, x->rc);
+        FZ_CHECK(F.injected); /* two real cores never disagree */
         x->rc = 0;
     }
     if (F.failed[s])
@@ -792,6 +1208,7 @@ static bool ddp_error(void)
         return true;
     for (int i = 0; i < 2; i++)
         if (F.p.s[i].overrun || F.p.s[i].too_long) {
+            FZ_CHECK(F.injected); /* the real peer keeps to its credits and sizes */
             llp_down(i ? 0x0c : 0x03);
             return true;
         }
@@ -917,6 +1334,45 @@ static void run_op(fz_in *in)
         sp_drain_tx(x);
         break;
     }
+    case OP_ZCANCEL:
+        op_zcancel(s);
+        break;
+    case OP_ZSINK:
+        op_zsink(s, in);
+        break;
+    case OP_ZSPOLL:
+        op_zspoll(s);
+        break;
+    case OP_ZSCANCEL:
+        op_zscancel(s);
+        break;
+    case OP_ZWRITE:
+        op_zwrite(s, in);
+        break;
+    case OP_ZWDONE:
+        zwdone(s, (fz_u8(in) & 7) != 7);
+        break;
+    case OP_SETMODE: {
+        uint8_t md = fz_u8(in) % 4;
+        int rc = uw__sdp_conn_set_mode(x->c, md);
+        FZ_DEBUG("  set_mode side %d: %u -> %d\n", s, md, rc);
+        FZ_CHECK(rc == 0 || rc == UW_EINVAL || rc == UW_ENOTCONN || rc == UW_EPERM);
+        if (md > UW_SDP_PIPE_MODE)
+            FZ_CHECK(rc == UW_EINVAL);
+        sp_drain_tx(x);
+        break;
+    }
+    case OP_RXCOMB: {
+        int rc = uw__sdp_conn_rx_combined(x->c);
+        FZ_DEBUG("  rx_combined side %d -> %d\n", s, rc);
+        FZ_CHECK(rc == 0 || rc == UW_ENOTCONN || rc == UW_EPERM);
+        sp_drain_tx(x);
+        break;
+    }
+    case OP_WANTPIPE:
+        uw__sdp_conn_want_pipe(x->c, (fz_u8(in) & 1) != 0);
+        sp_drain_tx(x);
+        break;
     default: {
         unsigned pb = uw__sdp_conn_poll(x->c);
         (void)pb;
@@ -928,6 +1384,8 @@ static void run_op(fz_in *in)
         uw_sdp_params pa;
         (void)uw__sdp_conn_params(x->c, &pa);
         (void)uw__sdp_conn_zwaiting(x->c);
+        (void)uw__sdp_conn_mode_hint(x->c);
+        (void)uw__sdp_conn_zwrite_avail(x->c);
         FZ_CHECK(uw__sdp_conn_zread_collect(x->c) == (F.z[s].rd_busy ? UW_EAGAIN : 0));
         break;
     }
@@ -944,6 +1402,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t b0 = fz_u8(&in), b1 = fz_u8(&in), b2 = fz_u8(&in), b3 = fz_u8(&in);
     memset(&F.log, 0, sizeof(F.log));
     memset(F.z, 0, sizeof(F.z));
+    memset(F.k, 0, sizeof(F.k));
+    memset(F.w, 0, sizeof(F.w));
+    F.injected = false;
     F.next_stag = 0x5a000100;
     memset(F.app_sent, 0, sizeof(F.app_sent));
     memset(F.wire_pos, 0, sizeof(F.wire_pos));
@@ -972,11 +1433,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (unsigned i = 0; i < MAX_OPS && fz_left(&in); i++)
         run_op(&in);
-    /* Reads in flight end; completions come back; a core that failed has
-     * asked for the abort. */
+    /* Reads and Writes in flight end; completions come back; a core that
+     * failed has asked for the abort. */
     for (int s = 0; s < 2; s++) {
         sp_side *x = &F.p.s[s];
         zdone(s);
+        while (F.w[s].inflight)
+            zwdone(s, true);
         x->hold_completions = false;
         sp_release_completions(x);
         sp_drain_tx(x);
@@ -993,6 +1456,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(F.log[s].p);
         for (unsigned i = 0; i < F.z[s].n; i++)
             free(zat(s, i)->buf); /* the core is gone: nothing refers to them */
+        free(F.k[s].buf);
     }
     return 0;
 }
