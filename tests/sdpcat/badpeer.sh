@@ -123,4 +123,18 @@ expect_eq "die connecting: the data before the end" 3000 \
 # Same with uwarp-sdpcat's stdin already done (its DisConn sent first).
 bad_accepting "die after our DisConn" die 5 6000
 
+# A peer that RDMA-Reads 4 KiB straddling the end of the buffer a SrcAvail
+# advertised (9.2): the engine's bounds check answers with a Terminate, the
+# Read fails and places nothing (the bad peer checks its buffer), and
+# uwarp-sdpcat ends with the connection reset (exit 5).
+head -c $((2 << 20)) /dev/urandom >"$TMP/z.bin"
+for role in accepting connecting; do
+    name="read outside the SrcAvail ($role)"
+    SC_IN=$TMP/z.bin "bad_$role" "$name" read-outside 5 6000 --zcopy-min 65536 --chunk 1048576
+    expect_contains "$name: a Terminate for the bounds" "base or bounds violation" \
+        "$(cat "$(f "$name").bp.err")"
+    expect_contains "$name: nothing placed" "the Read failed; our buffer untouched" \
+        "$(cat "$(f "$name").bp.err")"
+done
+
 finish

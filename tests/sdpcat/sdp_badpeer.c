@@ -30,12 +30,17 @@
  *   no-helloack   (accepting) accepts at MPA level, never sends the HelloAck
  *   die           sends --bytes N of Data (default 3000), then _exit()s
  *                 without any SDP or LLP close
+ *   read-outside  waits for the peer's SrcAvail (section 9.2) and RDMA-Reads
+ *                 4 KiB that straddle the end of the advertised buffer; the
+ *                 peer must answer with a Terminate, the Read must fail and
+ *                 place nothing (our buffer keeps its fill pattern)
  *
  * After misbehaving it waits for the other side to end the connection and
  * says how on stderr. Exit status: 0 the other side ended the connection (a
  * Terminate, a reset, an AbortConn, a close) or, for maxadverts0 connecting,
  * refused it with an MPA Reject; good: the exchange completed with DisConns
- * both ways; 1 usage or setup failure, or an unexpected outcome; 4 the other
+ * both ways; read-outside: the Terminate came, the Read failed and placed
+ * nothing; 1 usage or setup failure, or an unexpected outcome; 4 the other
  * side was still connected when --timeout (default 10 s) expired.
  * Listening, it prints "listening on ADDR:PORT" on stderr. */
 #define _GNU_SOURCE
@@ -63,7 +68,10 @@
 #define MID_DISCONN 0x02u
 #define MID_ABORTCONN 0x03u
 #define MID_RESERVED 0x20u
+#define MID_SRCAVAIL 0xFEu
+#define SRCAH_LEN 16u /* Len, SrcSTag, VA (notes section 1) */
 #define MID_DATA 0xFFu
+#define BAD_READ_LEN 4096u
 
 #define NRECV 8u        /* receive Private Buffers we post (Bufs) */
 #define RCV_SIZE 65536u /* their size (LocalRcvSz / ActRcvSz) */
@@ -79,10 +87,12 @@ enum mode {
     M_RESERVED_MID,
     M_MAXADVERTS0,
     M_NO_HELLOACK,
-    M_DIE
+    M_DIE,
+    M_READ_OUTSIDE
 };
-static const char *const MODE_NAMES[] = {"good",         "garbage",     "overrun",     "mseq-gap",
-                                         "reserved-mid", "maxadverts0", "no-helloack", "die"};
+static const char *const MODE_NAMES[] = {"good",        "garbage",      "overrun",
+                                         "mseq-gap",    "reserved-mid", "maxadverts0",
+                                         "no-helloack", "die",          "read-outside"};
 
 /* Exit statuses. */
 #define BP_OK 0
@@ -116,6 +126,10 @@ struct bp {
     bool frozen; /* overrun: stop reading the peer's credit updates */
     bool got_helloack, peer_disconn, peer_abort, sent_disconn;
     uint64_t rx_payload, tx_payload;
+    /* read-outside: the peer's SrcAvail, and how our Read ended */
+    bool got_srcavail, read_done, read_ok;
+    uint32_t sa_len, sa_stag;
+    uint64_t sa_va;
 
     /* how the connection ended (set once) */
     bool over;
@@ -247,6 +261,9 @@ static int pump(int max_sleep_ms)
             handle_msg(rbuf(id), wc[i].byte_len);
             if (!B.over && uw_qp_state(B.qp) == UW_QPS_RTS && post_recv(id) < 0)
                 end_with("re-posting a receive failed");
+        } else if (wc[i].opcode == UW_WC_RDMA_READ) {
+            B.read_done = true;
+            B.read_ok = wc[i].status == UW_WC_SUCCESS;
         } else {
             unsigned id = (unsigned)wc[i].wr_id;
             if (id < NSLOT && B.slot_busy[id]) {
@@ -421,6 +438,14 @@ static void handle_msg(const uint8_t *m, uint32_t len)
             B.rx_payload += len - BSDH_LEN;
             if (B.mode == M_GOOD)
                 write_out(m + BSDH_LEN, len - BSDH_LEN);
+        }
+        break;
+    case MID_SRCAVAIL:
+        if (len >= BSDH_LEN + SRCAH_LEN && !B.got_srcavail) {
+            B.got_srcavail = true;
+            B.sa_len = get32(m + BSDH_LEN);
+            B.sa_stag = get32(m + BSDH_LEN + 4);
+            B.sa_va = (uint64_t)get32(m + BSDH_LEN + 8) << 32 | get32(m + BSDH_LEN + 12);
         }
         break;
     case MID_DISCONN:
@@ -737,6 +762,53 @@ static int do_die(void)
     _exit(BP_OK);
 }
 
+/* An RDMA Read half inside, half beyond the advertised buffer, into the
+ * last send slot filled with 0xA5: only a Terminate may come back. */
+static int do_read_outside(void)
+{
+    int64_t deadline = rc_now_ms() + B.timeout_ms;
+    while (!B.got_srcavail && !B.over && rc_remaining_ms(deadline) > 0)
+        pump(rc_remaining_ms(deadline));
+    if (!B.got_srcavail) {
+        cli_msg("no SrcAvail from the peer: %s", B.over ? B.why : "timeout");
+        return BP_FAIL;
+    }
+    uint8_t *dst = slot(NSLOT - 1);
+    memset(dst, 0xA5, BAD_READ_LEN);
+    uint64_t at = B.sa_va + B.sa_len - BAD_READ_LEN / 2;
+    cli_msg("SrcAvail: %u octets at VA 0x%llx, STag 0x%08x; reading %u octets at 0x%llx", B.sa_len,
+            (unsigned long long)B.sa_va, B.sa_stag, BAD_READ_LEN, (unsigned long long)at);
+    uw_sge g = {.addr = (uint64_t)(uintptr_t)dst, .length = BAD_READ_LEN, .lkey = uw_mr_stag(B.mr)};
+    uw_send_wr wr = {.wr_id = 1000,
+                     .opcode = UW_WR_RDMA_READ,
+                     .flags = UW_SEND_SIGNALED,
+                     .sg_list = &g,
+                     .num_sge = 1,
+                     .remote_addr = at,
+                     .rkey = B.sa_stag};
+    int bad = 0;
+    int rc = uw_post_send(B.qp, &wr, 1, &bad);
+    if (rc < 0) {
+        cli_msg("posting the RDMA Read failed: %s", uw_err_name(rc));
+        return BP_FAIL;
+    }
+    rc = wait_end();
+    deadline = rc_now_ms() + 2000;
+    while (!B.read_done && rc_remaining_ms(deadline) > 0)
+        pump(rc_remaining_ms(deadline));
+    bool untouched = true;
+    for (uint32_t i = 0; i < BAD_READ_LEN; i++)
+        untouched &= dst[i] == 0xA5;
+    cli_msg("the Read %s; our buffer %s",
+            !B.read_done ? "never completed"
+            : B.read_ok  ? "SUCCEEDED"
+                         : "failed",
+            untouched ? "untouched" : "WRITTEN");
+    if (rc != BP_OK)
+        return rc;
+    return strstr(B.why, "Terminate received") && !B.read_ok && untouched ? BP_OK : BP_FAIL;
+}
+
 static int do_good(void)
 {
     static uint8_t buf[SLOT_SIZE];
@@ -806,7 +878,8 @@ static int usage(void)
 {
     fputs("usage: sdp_badpeer --mode MODE [--timeout S] [--seed N] [--bytes N] -l [ADDR:]PORT\n"
           "       sdp_badpeer --mode MODE [--timeout S] [--seed N] [--bytes N] HOST PORT\n"
-          "modes: good garbage overrun mseq-gap reserved-mid maxadverts0 no-helloack die\n",
+          "modes: good garbage overrun mseq-gap reserved-mid maxadverts0 no-helloack die\n"
+          "       read-outside\n",
           stderr);
     return BP_FAIL;
 }
@@ -879,6 +952,9 @@ int main(int argc, char **argv)
             break;
         case M_DIE:
             rc = do_die();
+            break;
+        case M_READ_OUTSIDE:
+            rc = do_read_outside();
             break;
         case M_MAXADVERTS0:
         case M_NO_HELLOACK:
