@@ -794,6 +794,11 @@ static int llp_err(const uw_cm_event *ev)
         return 0;
     if (ev->type == UW_CM_CONN_ERROR && ev->err == UW_ETIMEDOUT)
         return UW_ETIMEDOUT;
+    /* A Terminate we sent: the peer broke an RDMAP, DDP or MPA rule (a CRC
+     * error, a Read outside our grant...). The application hears of a
+     * protocol error, not of a reset the peer never made. */
+    if (ev->type == UW_CM_TERMINATED && !ev->term_received)
+        return UW_EPROTO;
     return UW_ECONNRESET;
 }
 
@@ -838,6 +843,10 @@ static void on_event(uw_sdp_stack *st, const uw_cm_event *ev)
             embryo_drop(s);
             break;
         }
+        if (ev->type == UW_CM_TERMINATED)
+            uw__sdp_log(s->st, UW_LOG_WARN, "SDP: Terminate %s: %s",
+                        ev->term_received ? "from the peer" : "sent to the peer (it broke a rule)",
+                        uw_term_describe(ev->term));
         report_llp_closed(s, llp_err(ev));
         if (ev->type == UW_CM_DISCONNECTED && !s->llp_acted && s->qp) {
             /* The peer closed the LLP: close ours too, or it stays half open. */

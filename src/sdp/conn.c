@@ -219,8 +219,12 @@ void uw__sdp_conn_llp_closed(uw_sdp_conn *c, int err)
         }
         return;
     }
-    int e = err == UW_ETIMEDOUT ? UW_ETIMEDOUT : UW_ECONNRESET;
+    /* UW_EPROTO: our verbs layer sent a Terminate, the peer broke a rule
+     * below SDP (a Read outside our grant, a CRC error): not a reset. */
+    int e = err == UW_ETIMEDOUT || err == UW_EPROTO ? err : UW_ECONNRESET;
     c->err = c->fatal = e;
+    if (!c->why && e == UW_EPROTO)
+        c->why = "the peer broke an RDMAP, DDP or MPA rule: Terminate sent";
     if (!c->why && c->state != UW_SDP_S_OPEN)
         c->why = "8.1.2: the LLP connection was torn down during setup";
     begin_abort(c);

@@ -179,9 +179,12 @@ enum uw_sdp_llp_action {
 int uw__sdp_conn_llp_action(const uw_sdp_conn *c);
 
 /* The LLP is gone: err 0 for an orderly LLP close, else the cause
- * (UW_ECONNRESET, UW_ETIMEDOUT, UW_ETERM_RECEIVED, ...). Per 8.2.1 step 4
- * and 8.2.2, the close was graceful only if a DisConn arrived without an
- * AbortConn; otherwise pending and future receives report ECONNRESET. */
+ * (UW_ECONNRESET, UW_ETIMEDOUT, UW_ETERM_RECEIVED, UW_EPROTO for a
+ * Terminate we sent, ...); the application sees UW_ETIMEDOUT and
+ * UW_EPROTO as they are, every other cause as UW_ECONNRESET. Per 8.2.1
+ * step 4 and 8.2.2, the close was graceful only if a DisConn arrived
+ * without an AbortConn; otherwise pending and future receives report
+ * that error. */
 void uw__sdp_conn_llp_closed(uw_sdp_conn *c, int err);
 
 /* ---- Application side (TCP semantics) ------------------------------------ */

@@ -126,15 +126,16 @@ bad_accepting "die after our DisConn" die 5 6000
 # A peer that RDMA-Reads 4 KiB straddling the end of the buffer a SrcAvail
 # advertised (9.2): the engine's bounds check answers with a Terminate, the
 # Read fails and places nothing (the bad peer checks its buffer), and
-# uwarp-sdpcat ends with the connection reset (exit 5).
+# uwarp-sdpcat reports a protocol error (exit 2), not a reset.
 head -c $((2 << 20)) /dev/urandom >"$TMP/z.bin"
 for role in accepting connecting; do
     name="read outside the SrcAvail ($role)"
-    SC_IN=$TMP/z.bin "bad_$role" "$name" read-outside 5 6000 --zcopy-min 65536 --chunk 1048576
+    SC_IN=$TMP/z.bin "bad_$role" "$name" read-outside 2 6000 --zcopy-min 65536 --chunk 1048576
     expect_contains "$name: a Terminate for the bounds" "base or bounds violation" \
         "$(cat "$(f "$name").bp.err")"
     expect_contains "$name: nothing placed" "the Read failed; our buffer untouched" \
         "$(cat "$(f "$name").bp.err")"
+    expect_contains "$name: sdpcat names the cause" "Terminate sent" "$(cat "$(f "$name").err")"
 done
 
 finish
