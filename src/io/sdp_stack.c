@@ -750,6 +750,10 @@ static void on_request(uw_sdp_stack *st, const uw_cm_event *ev)
     s->state = UW__SS_EMBRYO;
     s->accepted = true;
     s->qp = ev->qp;
+    /* TCP_CONGESTION set on the listener after listen(): uw_listen() took
+     * the name it had then. */
+    if (s->cc[0] && s->qp->fd >= 0)
+        setsockopt(s->qp->fd, IPPROTO_TCP, TCP_CONGESTION, s->cc, (socklen_t)strlen(s->cc));
     memcpy(&s->peer, &ev->peer, sizeof(s->peer));
     s->peer_len =
         ev->peer.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);

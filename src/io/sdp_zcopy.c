@@ -181,8 +181,7 @@ static void mode_policy(uw_sdp_sock *s, bool refused)
     else if (st.tx_mode == UW_SDP_COMB_MODE && uw__sdp_conn_mode_hint(s->conn))
         to = UW_SDP_PIPE_MODE;
     if (to != st.tx_mode && uw__sdp_conn_set_mode(s->conn, to) == 0) {
-        if (to == UW_SDP_BUFF_MODE)
-            s->zc_refused = 0;
+        s->zc_refused = 0; /* each step down takes its own run of refusals */
         uw__sdp_pump(s);
     }
 }
@@ -252,6 +251,15 @@ ssize_t uw__sdp_zsend(uw_sdp_sock *s, const void *buf, size_t len, uint64_t dead
             hard = uw__sdp_deadline_ms(5000);
             if (cr == 0)
                 uw__sdp_pump(s);
+            continue;
+        }
+        if (*cut && uw__sdp_conn_zsend_cancel(c) == UW_EALREADY) {
+            /* The sink's refusal crossed our cancel: it Processed the
+             * SrcAvail, ignores the cancel and waits for the rest by Bcopy,
+             * which this call now finishes (as in the branch above). */
+            *cut = 0;
+            deadline_ns = 0;
+            intr = false;
             continue;
         }
         if (*cut && now >= hard) {

@@ -127,6 +127,8 @@ int uw__sdp_conn_test_shift_seq(uw_sdp_conn *c, uint32_t ours, uint32_t theirs)
         c->sa[i].sendsm_mseq += ours;
     c->proc_mseq += ours;
     c->rx_pc_ack += ours;
+    c->zs.cancel_mseq += ours;
+    c->mc_mseq += ours;
     return 0;
 }
 
@@ -532,13 +534,16 @@ static int on_modechange(uw_sdp_conn *c, const uw_sdp_msg *m)
         return uw__sdp_violate(c, "12.1: ModeChange to Buffered before the SrcAvail was Processed");
     /* 12.1: ... Processed as the source saw it: by a SendSm or RdmaRdCompl
      * of ours that its MSeqAck acknowledges. */
-    if (to == UW_SDP_BUFF_MODE && c->proc_valid &&
+    /* A sink may hold its MSeqAck below our SrcAvailCancel while it
+     * finishes Reads (9.5.4): no MSeqAck check until that is answered. */
+    bool held = c->zs.state == ZS_SENT && c->zs.cancel_sent;
+    if (to == UW_SDP_BUFF_MODE && c->proc_valid && !held &&
         uw__sdp_seq_diff(m->bsdh.mseqack, c->proc_mseq) < 0)
         return uw__sdp_violate(
             c, "12.1: ModeChange to Buffered before our SendSm or RdmaRdCompl reached the source");
     /* 12.4: no further move until the source received a message of ours
      * sent after its move out of Pipelined. */
-    if (c->rx_pc_pending && uw__sdp_seq_diff(m->bsdh.mseqack, c->rx_pc_ack) < 0)
+    if (c->rx_pc_pending && !held && uw__sdp_seq_diff(m->bsdh.mseqack, c->rx_pc_ack) < 0)
         return uw__sdp_violate(
             c, "12.4: ModeChange before the move out of Pipelined was acknowledged");
     c->rx_pc_pending = false;
@@ -794,6 +799,12 @@ int uw__sdp_conn_on_recv(uw_sdp_conn *c, uint32_t id, uint32_t len)
     c->last_rcvd = m.bsdh.mseq;
     c->peer_bufs = m.bsdh.bufs;
     c->peer_ack = m.bsdh.mseqack;
+    /* The 12.1/12.4 marks are met once acknowledged: dropped then, so an
+     * old MSeq is never compared again after 2^31 more messages. */
+    if (c->proc_valid && uw__sdp_seq_diff(c->peer_ack, c->proc_mseq) >= 0)
+        c->proc_valid = false;
+    if (c->rx_pc_pending && uw__sdp_seq_diff(c->peer_ack, c->rx_pc_ack) >= 0)
+        c->rx_pc_pending = false;
     if (c->rx_inv && m.bsdh.mid != UW_SDP_RDMARDCOMPL && m.bsdh.mid != UW_SDP_RDMAWRCOMPL) {
         uw__sdp_rx_release(c, id);
         return uw__sdp_violate(c, "9.2 step 3/9.3 step 2: Send with Invalidate on a message "
