@@ -479,6 +479,17 @@ static void zread_all(uw_sdp_sock *s, uint8_t *dst, size_t len, size_t chunk, bo
     assert_int_equal(off, len);
 }
 
+/* x->len octets from x->buf through x->s by zsender() in a thread while
+ * this one reads them into in from sock (see zread_all); every send ends. */
+static void zxfer(zx *x, uw_sdp_sock *sock, uint8_t *in, bool nb, int pause_ms)
+{
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, zsender, x), 0);
+    zread_all(sock, in, x->len, 1u << 20, nb, pause_ms);
+    pthread_join(th, NULL);
+    assert_int_equal(x->result, (ssize_t)x->len);
+}
+
 /* Blocking send() and recv() of 1 MiB: the receiver RDMA-Reads every
  * advertised buffer straight into its own; the octets are exact. */
 static void test_zcopy_stream(void **state)
@@ -494,11 +505,7 @@ static void test_zcopy_stream(void **state)
     tu_rng_init(&rng, tu_seed(21));
     tu_rng_fill(&rng, out, len);
     zx x = {.s = p.c, .buf = out, .len = len, .chunk = 1u << 20};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, zsender, &x), 0);
-    zread_all(p.s, in, len, 1u << 20, false, 0);
-    pthread_join(th, NULL);
-    assert_int_equal(x.result, (ssize_t)len);
+    zxfer(&x, p.s, in, false, 0);
     assert_memory_equal(in, out, len);
     uw_sdp_info c = zinfo(p.c), s = zinfo(p.s);
     fprintf(stderr, "# SrcAvail %llu, RDMA Read %llu octets, SendSm %llu\n",
@@ -540,11 +547,7 @@ static void test_wzcopy_stream(void **state)
         tu_rng_fill(&rng, out, len);
         /* The sender pauses before each send, so the reader waits in recv(). */
         zx x = {.s = p.c, .buf = out, .len = len, .chunk = 1u << 20, .pause_ms = 20};
-        pthread_t th;
-        assert_int_equal(pthread_create(&th, NULL, zsender, &x), 0);
-        zread_all(p.s, in, len, 1u << 20, false, 0);
-        pthread_join(th, NULL);
-        assert_int_equal(x.result, (ssize_t)len);
+        zxfer(&x, p.s, in, false, 0);
         assert_memory_equal(in, out, len);
         uw_sdp_info c = zinfo(p.c), s = zinfo(p.s);
         fprintf(stderr, "# SinkAvail %llu, RDMA Write %llu octets, SrcAvail %llu, RDMA Read %llu\n",
@@ -587,11 +590,7 @@ static void test_zcopy_refused(void **state)
         tu_rng_init(&rng, tu_seed(22));
         tu_rng_fill(&rng, out, len);
         zx x = {.s = p.c, .buf = out, .len = len, .chunk = k == 1 ? 128u << 10 : 1u << 20};
-        pthread_t th;
-        assert_int_equal(pthread_create(&th, NULL, zsender, &x), 0);
-        zread_all(p.s, in, len, 1u << 20, k == 0, k == 1 ? 300 : 0);
-        pthread_join(th, NULL);
-        assert_int_equal(x.result, (ssize_t)len);
+        zxfer(&x, p.s, in, k == 0, k == 1 ? 300 : 0);
         assert_memory_equal(in, out, len);
         uw_sdp_info c = zinfo(p.c), s = zinfo(p.s);
         if (k == 1)
@@ -627,11 +626,7 @@ static void test_zcopy_buffered(void **state)
     tu_rng_init(&rng, tu_seed(24));
     tu_rng_fill(&rng, out, len);
     zx x = {.s = p.c, .buf = out, .len = half, .chunk = 256u << 10};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, zsender, &x), 0);
-    zread_all(p.s, in, half, 1u << 20, true, 0);
-    pthread_join(th, NULL);
-    assert_int_equal(x.result, (ssize_t)half);
+    zxfer(&x, p.s, in, true, 0);
     uw_sdp_info c = zinfo(p.c), s = zinfo(p.s);
     fprintf(stderr, "# refusing reader: SrcAvail %llu, SendSm %llu, modes %d/%d\n",
             (unsigned long long)c.srcavail_sent, (unsigned long long)s.sendsm_sent, c.tx_mode,
@@ -644,10 +639,7 @@ static void test_zcopy_buffered(void **state)
     /* A blocking reader: the sender waits before each send, so the reader
      * is in recv() first and asks for Combined. */
     x = (zx){.s = p.c, .buf = out + half, .len = len - half, .chunk = 1u << 20, .pause_ms = 20};
-    assert_int_equal(pthread_create(&th, NULL, zsender, &x), 0);
-    zread_all(p.s, in + half, len - half, 1u << 20, false, 0);
-    pthread_join(th, NULL);
-    assert_int_equal(x.result, (ssize_t)(len - half));
+    zxfer(&x, p.s, in + half, false, 0);
     assert_memory_equal(in, out, len);
     c = zinfo(p.c);
     s = zinfo(p.s);
