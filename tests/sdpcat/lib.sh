@@ -91,6 +91,38 @@ pair() {
     LRC=$WRC
 }
 
+# proxied NAME "PROXY OPTS" LISTENER_IN CONNECTOR_IN "LISTENER OPTS"
+# "CONNECTOR OPTS": as pair, with uwarp-testproxy between the two (its
+# log and port files under NAME); sets CRC and LRC.
+proxied() {
+    local name=$1 popts=$2 lin=$3 cin=$4 lopts=$5 copts=$6 stem
+    stem=$(f "$name")
+    CRC=x LRC=x
+    # shellcheck disable=SC2086
+    listener "$name.l" "$lin" $lopts
+    [ -n "$LPORT" ] || return
+    # shellcheck disable=SC2086
+    "$PROXY" --timeout 200 --stats --log "$stem.plog" $popts 0 127.0.0.1 "$LPORT" \
+        >"$stem.pport" 2>"$stem.perr" &
+    local ppid=$! pport="" i
+    for ((i = 0; i < 200; i++)); do
+        pport=$(awk '/^PORT/{print $2}' "$stem.pport" 2>/dev/null)
+        [ -n "$pport" ] && break
+        sleep 0.05
+    done
+    if [ -z "$pport" ]; then
+        fail "$name: the proxy did not start: $(cat "$stem.perr")"
+        return
+    fi
+    # shellcheck disable=SC2086
+    connector "$name.c" "$cin" 127.0.0.1 "$pport" $copts
+    wait_rc "$CPID" 200
+    CRC=$WRC
+    wait_rc "$LPID" 200
+    LRC=$WRC
+    wait_rc "$ppid" 30
+}
+
 # errs NAME: both sides' stderr, for failure messages.
 errs() {
     tail -n3 "$(f "$1.l").err" "$(f "$1.c").err" 2>/dev/null | tr '\n' ' '

@@ -11,29 +11,7 @@ head -c $((8 << 20)) /dev/urandom >"$TMP/b.bin"
 # via NAME "PROXY OPTS": listener <- proxy <- connector, 16 MiB from the
 # connector and 8 MiB back at the same time (files $A and $B if set).
 via() {
-    local name=$1 popts=$2 stem
-    stem=$(f "$name")
-    listener "$name.l" "${B:-$TMP/b.bin}" --timeout 15
-    [ -n "$LPORT" ] || return
-    # shellcheck disable=SC2086
-    "$PROXY" --timeout 200 --stats --log "$stem.plog" $popts 0 127.0.0.1 "$LPORT" \
-        >"$stem.pport" 2>"$stem.perr" &
-    local ppid=$! pport="" i
-    for ((i = 0; i < 200; i++)); do
-        pport=$(awk '/^PORT/{print $2}' "$stem.pport" 2>/dev/null)
-        [ -n "$pport" ] && break
-        sleep 0.05
-    done
-    if [ -z "$pport" ]; then
-        fail "$name: the proxy did not start: $(cat "$stem.perr")"
-        return
-    fi
-    connector "$name.c" "${A:-$TMP/a.bin}" 127.0.0.1 "$pport" --timeout 15
-    wait_rc "$CPID" 200
-    CRC=$WRC
-    wait_rc "$LPID" 200
-    LRC=$WRC
-    wait_rc "$ppid" 30
+    proxied "$1" "$2" "${B:-$TMP/b.bin}" "${A:-$TMP/a.bin}" "--timeout 15" "--timeout 15"
 }
 
 for seed in 1 2 3; do

@@ -51,27 +51,7 @@ gt mix "sender's zcopy_bytes" "$(json_get "$ZC" zcopy_bytes)" 0
 # Through the proxy: re-segmented, then one flipped bit.
 head -c $((64 << 20)) /dev/urandom >"$TMP/p.bin"
 pv() { # NAME "PROXY OPTS"
-    local stem
-    stem=$(f "$1")
-    listener "$1.l" /dev/null $Z --recv-size 1048576
-    [ -n "$LPORT" ] || return
-    # shellcheck disable=SC2086
-    "$PROXY" --timeout 200 --stats --log "$stem.plog" $2 0 127.0.0.1 "$LPORT" \
-        >"$stem.pport" 2>"$stem.perr" &
-    local ppid=$! pport="" i
-    for ((i = 0; i < 200; i++)); do
-        pport=$(awk '/^PORT/{print $2}' "$stem.pport" 2>/dev/null)
-        [ -n "$pport" ] && break
-        sleep 0.05
-    done
-    [ -n "$pport" ] || { fail "$1: the proxy did not start: $(cat "$stem.perr")"; return; }
-    # shellcheck disable=SC2086
-    connector "$1.c" "$TMP/p.bin" 127.0.0.1 "$pport" $Z --chunk 1048576
-    wait_rc "$CPID" 200
-    CRC=$WRC
-    wait_rc "$LPID" 200
-    LRC=$WRC
-    wait_rc "$ppid" 30
+    proxied "$1" "$2" /dev/null "$TMP/p.bin" "$Z --recv-size 1048576" "$Z --chunk 1048576"
 }
 pv zsplit "--split --seed 11"
 expect_eq "zsplit: connector rc ($(errs zsplit))" 0 "$CRC"
