@@ -416,15 +416,9 @@ static bool chance(uint32_t one_in)
     return rnd(one_in) == 0;
 }
 
-/* Log-uniform-ish in [lo, hi]. */
 static uint32_t pick_size(uint32_t lo, uint32_t hi)
 {
-    uint32_t bits = 0;
-    while ((hi >> bits) > 1)
-        bits++;
-    uint32_t top = 1u << rnd(bits + 1);
-    uint32_t v = lo + rnd(top < hi - lo + 1 ? top : hi - lo + 1);
-    return v > hi ? hi : v;
+    return tu_rng_size(&R, lo, hi);
 }
 
 static int split_iov(struct iovec *v, uint8_t *buf, size_t n)

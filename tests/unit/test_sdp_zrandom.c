@@ -125,15 +125,9 @@ static bool chance(uint32_t one_in)
     return rnd(one_in) == 0;
 }
 
-/* Log-uniform-ish in [lo, hi]. */
 static uint32_t pick_size(uint32_t lo, uint32_t hi)
 {
-    uint32_t bits = 0;
-    while ((hi >> bits) > 1)
-        bits++;
-    uint32_t top = 1u << rnd(bits + 1);
-    uint32_t v = lo + rnd(top < hi - lo + 1 ? top : hi - lo + 1);
-    return v > hi ? hi : v;
+    return tu_rng_size(&R, lo, hi);
 }
 
 /* A few octets either side of one of the thresholds t[0..3], or anywhere. */

@@ -23,6 +23,16 @@ uint64_t tu_rng_below(tu_rng *r, uint64_t n)
     return tu_rng_next(r) % n;
 }
 
+uint32_t tu_rng_size(tu_rng *r, uint32_t lo, uint32_t hi)
+{
+    uint32_t bits = 0;
+    while ((hi >> bits) > 1)
+        bits++;
+    uint32_t top = 1u << tu_rng_below(r, bits + 1);
+    uint32_t v = lo + (uint32_t)tu_rng_below(r, top < hi - lo + 1 ? top : hi - lo + 1);
+    return v > hi ? hi : v;
+}
+
 void tu_rng_fill(tu_rng *r, void *buf, size_t len)
 {
     uint8_t *p = buf;

@@ -17,6 +17,8 @@ uint64_t tu_rng_next(tu_rng *r);
 /* Uniform in [0, n); n > 0. */
 uint64_t tu_rng_below(tu_rng *r, uint64_t n);
 void tu_rng_fill(tu_rng *r, void *buf, size_t len);
+/* Log-uniform-ish in [lo, hi]: small sizes as often as large ones. */
+uint32_t tu_rng_size(tu_rng *r, uint32_t lo, uint32_t hi);
 /* Seed for a test: UW_TEST_SEED from the environment, else def. Printed once. */
 uint64_t tu_seed(uint64_t def);
 
