@@ -278,7 +278,6 @@ int uw__sdp_mpa_listen(uw_sdp_sock *s, const struct sockaddr *addr, socklen_t le
     p.crc = s->crc ? UW_CRC_PREFER : UW_CRC_AVOID;
     p.timeout_ms = st->attr.setup_timeout_ms;
     p.ird = p.ord = UW__SDP_IRD_ORD;
-    p.tcp_congestion = s->cc[0] ? s->cc : NULL; /* for the connections it accepts */
     return uw_listen(st->ctx, addr, len, &qa, &p, &s->lst);
 }
 

@@ -750,8 +750,8 @@ static void on_request(uw_sdp_stack *st, const uw_cm_event *ev)
     s->state = UW__SS_EMBRYO;
     s->accepted = true;
     s->qp = ev->qp;
-    /* TCP_CONGESTION set on the listener after listen(): uw_listen() took
-     * the name it had then. */
+    /* The listener's TCP_CONGESTION, whenever it was set (only the MPA
+     * exchange went before it). */
     if (s->cc[0] && s->qp->fd >= 0)
         setsockopt(s->qp->fd, IPPROTO_TCP, TCP_CONGESTION, s->cc, (socklen_t)strlen(s->cc));
     memcpy(&s->peer, &ev->peer, sizeof(s->peer));
